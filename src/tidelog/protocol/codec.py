@@ -1,0 +1,155 @@
+"""Sans-I/O request decoding and response encoding on top of kio.
+
+Frame layout on the wire (every Kafka request and response)::
+
+    size            int32   bytes that follow
+    -- request header v1 (non-flexible APIs) / v2 (flexible: + tagged fields) --
+    api_key         int16
+    api_version     int16
+    correlation_id  int32
+    client_id       nullable string (int16 length; -1 = null)
+    [tagged fields] uvarint count + fields, v2 only
+    body            the request schema of (api_key, api_version)
+
+    -- response header v0 / v1 (flexible: + tagged fields) --
+    correlation_id  int32
+    [tagged fields] v1 only; never for ApiVersions (COMPATIBILITY.md trap 1)
+    body
+
+`decode_request` takes one frame *without* its size prefix; `encode_response` returns the
+frame *with* its size prefix. Everything here is pure: no sockets, no clocks.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from tidelog.errors import ProtocolDecodeError
+
+_HEADER_FIXED = struct.Struct(">hhih")
+_SIZE = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
+API_VERSIONS_KEY = 18
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    flexible: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    header: RequestHeader
+    body: Any  # a kio request entity
+
+
+def parse_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of a frame; enough to answer an error."""
+    if len(frame) < 8:
+        raise ProtocolDecodeError(f"frame of {len(frame)} bytes has no request header")
+    api_key, api_version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+    return int(api_key), int(api_version), int(correlation_id)
+
+
+@cache
+def request_schema(api_key: int, api_version: int) -> Any:
+    return load_request_schema(api_key, api_version)
+
+
+@cache
+def response_schema(api_key: int, api_version: int) -> Any:
+    return load_response_schema(api_key, api_version)
+
+
+@cache
+def _reader(schema: Any) -> Any:
+    return entity_reader(schema)
+
+
+@cache
+def _writer(schema: Any) -> Any:
+    return entity_writer(schema)
+
+
+def decode_request(frame: bytes | memoryview) -> Request:
+    """Decode one request frame (without the size prefix). Raises ProtocolDecodeError."""
+    if len(frame) < _HEADER_FIXED.size:
+        raise ProtocolDecodeError(f"frame of {len(frame)} bytes has no request header")
+    api_key, api_version, correlation_id, client_id_length = _HEADER_FIXED.unpack_from(frame, 0)
+    position = _HEADER_FIXED.size
+    client_id: str | None = None
+    if client_id_length >= 0:
+        end = position + client_id_length
+        if end > len(frame):
+            raise ProtocolDecodeError("client_id runs past the end of the frame")
+        client_id = bytes(frame[position:end]).decode("utf-8", "replace")
+        position = end
+    try:
+        schema = request_schema(api_key, api_version)
+    except Exception as error:  # kio raises its own index errors for unknown keys/versions
+        raise ProtocolDecodeError(f"unknown api {api_key} v{api_version}") from error
+    flexible = bool(schema.__flexible__)
+    if flexible:
+        position = _skip_tagged_fields(frame, position)
+    try:
+        body, size = _reader(schema)(frame, position)
+    except Exception as error:
+        raise ProtocolDecodeError(f"malformed {schema.__name__} v{api_version}: {error}") from error
+    if position + size != len(frame):
+        raise ProtocolDecodeError(
+            f"{len(frame) - position - size} trailing bytes after {schema.__name__}"
+        )
+    header = RequestHeader(int(api_key), int(api_version), int(correlation_id), client_id, flexible)
+    return Request(header, body)
+
+
+def _skip_tagged_fields(frame: bytes | memoryview, position: int) -> int:
+    count, position = _read_uvarint(frame, position)
+    for _ in range(count):
+        _, position = _read_uvarint(frame, position)
+        size, position = _read_uvarint(frame, position)
+        position += size
+        if position > len(frame):
+            raise ProtocolDecodeError("tagged field runs past the end of the frame")
+    return position
+
+
+def _read_uvarint(frame: bytes | memoryview, position: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while True:
+        if position >= len(frame):
+            raise ProtocolDecodeError("varint runs past the end of the frame")
+        byte = frame[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+        shift += 7
+        if shift > 28:
+            raise ProtocolDecodeError("varint longer than 5 bytes")
+
+
+def encode_response(header: RequestHeader, body: Any) -> bytes:
+    """Encode a kio response entity as a complete frame (size prefix included)."""
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    buffer.write(_CORRELATION.pack(header.correlation_id))
+    if header.flexible and header.api_key != API_VERSIONS_KEY:
+        buffer.write(b"\0")  # empty tagged fields of response header v1
+    _writer(type(body))(buffer, body)
+    frame = buffer.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - 4)
+    del frame
+    return buffer.getvalue()
