@@ -18,12 +18,20 @@ Frame layout on the wire (every Kafka request and response)::
 
 `decode_request` takes one frame *without* its size prefix; `encode_response` returns the
 frame *with* its size prefix. Everything here is pure: no sockets, no clocks.
+
+Before kio's native reader sees a body, `guard.check_request` proves every declared length
+and count fits the frame (kio would otherwise try to allocate from a forged count and abort
+the process). A request whose (api_key, api_version) is not in the supported table raises
+`UnsupportedVersionError` before its body is touched: the broker answers ApiVersions with the
+v0 fallback (versions.encode_unsupported_api_versions) and closes the connection otherwise,
+as Kafka does.
 """
 
 from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -32,11 +40,23 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from tidelog.errors import ProtocolDecodeError
+from tidelog.protocol.guard import check_request
+from tidelog.protocol.versions import SUPPORTED_VERSIONS, api_name, is_supported
 
 _HEADER_FIXED = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
 API_VERSIONS_KEY = 18
+
+
+class UnsupportedVersionError(ProtocolDecodeError):
+    """The API key is unknown or the version is outside the supported range."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported {api_name(api_key)} (key {api_key}) v{api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +102,21 @@ def _writer(schema: Any) -> Any:
     return entity_writer(schema)
 
 
-def decode_request(frame: bytes | memoryview) -> Request:
-    """Decode one request frame (without the size prefix). Raises ProtocolDecodeError."""
+def decode_request(
+    frame: bytes | memoryview,
+    supported: Mapping[int, tuple[int, int]] = SUPPORTED_VERSIONS,
+) -> Request:
+    """Decode one request frame (without the size prefix).
+
+    Raises UnsupportedVersionError (a ProtocolDecodeError) for an (api_key, api_version)
+    outside ``supported``, and ProtocolDecodeError for anything malformed. ``frame`` must be
+    ``bytes`` or a memoryview of ``bytes`` (kio refuses bytearray).
+    """
     if len(frame) < _HEADER_FIXED.size:
         raise ProtocolDecodeError(f"frame of {len(frame)} bytes has no request header")
     api_key, api_version, correlation_id, client_id_length = _HEADER_FIXED.unpack_from(frame, 0)
+    if not is_supported(api_key, api_version, supported):
+        raise UnsupportedVersionError(int(api_key), int(api_version), int(correlation_id))
     position = _HEADER_FIXED.size
     client_id: str | None = None
     if client_id_length >= 0:
@@ -95,13 +125,18 @@ def decode_request(frame: bytes | memoryview) -> Request:
             raise ProtocolDecodeError("client_id runs past the end of the frame")
         client_id = bytes(frame[position:end]).decode("utf-8", "replace")
         position = end
+    elif client_id_length != -1:
+        raise ProtocolDecodeError(f"client_id has a negative length {client_id_length}")
     try:
         schema = request_schema(api_key, api_version)
     except Exception as error:  # kio raises its own index errors for unknown keys/versions
-        raise ProtocolDecodeError(f"unknown api {api_key} v{api_version}") from error
+        raise UnsupportedVersionError(int(api_key), int(api_version), int(correlation_id)) from (
+            error
+        )
     flexible = bool(schema.__flexible__)
     if flexible:
         position = _skip_tagged_fields(frame, position)
+    check_request(schema, frame, position)
     try:
         body, size = _reader(schema)(frame, position)
     except Exception as error:
@@ -146,9 +181,12 @@ def encode_response(header: RequestHeader, body: Any) -> bytes:
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
     buffer.write(_CORRELATION.pack(header.correlation_id))
-    if header.flexible and header.api_key != API_VERSIONS_KEY:
+    # Response header v1 (tagged fields) goes with flexible response versions, except for
+    # ApiVersions, whose header is always v0 so any client can parse it (trap 1).
+    if type(body).__flexible__ and header.api_key != API_VERSIONS_KEY:
         buffer.write(b"\0")  # empty tagged fields of response header v1
-    _writer(type(body))(buffer, body)
+    body_type: Any = type(body)
+    _writer(body_type)(buffer, body)
     frame = buffer.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - 4)
     del frame

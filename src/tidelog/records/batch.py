@@ -81,7 +81,7 @@ class RecordBatch:
         if len(view) < HEADER_SIZE:
             raise CorruptRecordError(f"batch of {len(view)} bytes is shorter than the header")
         _, batch_length = _OFFSET_AND_LENGTH.unpack_from(view, 0)
-        size = batch_length + LOG_OVERHEAD
+        size = int(batch_length) + LOG_OVERHEAD
         if size < HEADER_SIZE or size > len(view):
             raise CorruptRecordError(
                 f"batchLength {batch_length} does not fit the {len(view)} bytes given"
@@ -164,7 +164,10 @@ class RecordBatch:
 
     @property
     def codec(self) -> Codec:
-        return Codec(self.attributes & ATTR_CODEC_MASK)
+        codec_id = self.attributes & ATTR_CODEC_MASK
+        if codec_id > Codec.ZSTD:  # bits 0-2 can say 5..7: bad input, typed error
+            raise CorruptRecordError(f"unknown compression codec {codec_id}")
+        return Codec(codec_id)
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -222,16 +225,16 @@ class RecordBatch:
 
     # --- in-place rewrites (not under the CRC) -------------------------------------------
     def set_base_offset(self, base_offset: int) -> None:
-        _BASE_OFFSET.pack_into(self.buffer, 0, base_offset)  # type: ignore[arg-type]
+        _BASE_OFFSET.pack_into(self.buffer, 0, base_offset)
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
-        _LEADER_EPOCH.pack_into(self.buffer, 12, epoch)  # type: ignore[arg-type]
+        _LEADER_EPOCH.pack_into(self.buffer, 12, epoch)
 
     def __repr__(self) -> str:
         return (
             f"RecordBatch(base_offset={self.base_offset}, last_offset_delta="
             f"{self.last_offset_delta}, count={self.records_count}, size={self.size}, "
-            f"codec={self.codec.name})"
+            f"codec={self.attributes & ATTR_CODEC_MASK})"
         )
 
 

@@ -1,0 +1,212 @@
+"""Broker configuration: Kafka's own setting names, from a TOML file, `--set` and the CLI.
+
+Precedence (later wins): built-in defaults < TOML file < `--set key=value` < explicit CLI options
+(`--data-dir`, `--listen`, `--advertise`, `--node-id`). Every accepted name is a Kafka broker
+setting name (`num.partitions`, `log.segment.bytes`, ...) plus Tidelog's `log.durability`.
+An unknown name is a `ConfigError` naming it; the CLI turns that into exit status 2.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tidelog.errors import KafkaError, TidelogError
+from tidelog.storage.config import TOPIC_CONFIG_NAMES, LogConfig
+
+
+class ConfigError(TidelogError):
+    """A setting is unknown or its value is invalid; the message names the setting."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    node_id: int = 0
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9092
+    advertised_host: str = "127.0.0.1"
+    advertised_port: int = 9092
+    data_dir: Path = Path("tidelog-data")
+    num_partitions: int = 1  # num.partitions
+    auto_create_topics: bool = True  # auto.create.topics.enable
+    default_replication_factor: int = 1  # default.replication.factor
+    socket_request_max_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    max_connections: int = 1000  # max.connections
+    max_in_flight_per_connection: int = 100  # queued.max.requests (per connection here)
+    group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
+    group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    offsets_retention_minutes: int = 10080  # offsets.retention.minutes
+    offsets_topic_num_partitions: int = 1  # offsets.topic.num.partitions
+    log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (retention, flush.ms)
+    log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
+    raw: Mapping[str, str] = field(default_factory=dict)  # every Kafka-named setting given
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{name}: expected true or false, got {value!r}")
+
+
+def _parse_int(name: str, value: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+
+
+# Kafka broker name -> (BrokerConfig field, parser).
+_BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    "node.id": ("node_id", _parse_int),
+    "broker.id": ("node_id", _parse_int),
+    "num.partitions": ("num_partitions", _parse_int),
+    "auto.create.topics.enable": ("auto_create_topics", _parse_bool),
+    "default.replication.factor": ("default_replication_factor", _parse_int),
+    "socket.request.max.bytes": ("socket_request_max_bytes", _parse_int),
+    "max.connections": ("max_connections", _parse_int),
+    "queued.max.requests": ("max_in_flight_per_connection", _parse_int),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _parse_int),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _parse_int),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _parse_int),
+    "offsets.retention.minutes": ("offsets_retention_minutes", _parse_int),
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _parse_int),
+    "log.retention.check.interval.ms": ("log_tick_interval_ms", _parse_int),
+}
+
+# Kafka's coarser spellings of some log settings, converted to the millisecond name.
+_UNIT_ALIASES: dict[str, tuple[str, int]] = {
+    "log.retention.hours": ("log.retention.ms", 3_600_000),
+    "log.retention.minutes": ("log.retention.ms", 60_000),
+    "log.roll.hours": ("log.roll.ms", 3_600_000),
+}
+# The precise name wins over the coarse one, as in Kafka.
+_ALIAS_PRIORITY = {"log.retention.hours": 0, "log.retention.minutes": 1}
+
+
+def _broker_log_names() -> dict[str, str]:
+    """Broker-level log setting name -> topic-level name."""
+    return {broker: topic for topic, broker in TOPIC_CONFIG_NAMES.items()}
+
+
+def known_settings() -> list[str]:
+    """Every setting name `load_config` accepts (for `--help` and error messages)."""
+    names = set(_BROKER_SETTINGS) | set(_broker_log_names()) | set(_UNIT_ALIASES)
+    return sorted(names | {"log.dirs", "log.dir"})
+
+
+def _toml_settings(path: Path) -> dict[str, str]:
+    try:
+        with path.open("rb") as stream:
+            document = tomllib.load(stream)
+    except OSError as error:
+        raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {path}: {error}") from None
+    settings: dict[str, str] = {}
+
+    def flatten(prefix: str, table: Mapping[str, Any]) -> None:
+        for key, value in table.items():
+            name = f"{prefix}{key}"
+            if isinstance(value, dict):
+                flatten(f"{name}.", value)
+            elif isinstance(value, bool):
+                settings[name] = "true" if value else "false"
+            else:
+                settings[name] = str(value)
+
+    flatten("", document)
+    return settings
+
+
+def _split_host_port(option: str, value: str) -> tuple[str, int]:
+    host, separator, port = value.rpartition(":")
+    if not separator or not host:
+        raise ConfigError(f"{option}: expected HOST:PORT, got {value!r}")
+    port_number = _parse_int(option, port)
+    if not 0 <= port_number <= 65535:
+        raise ConfigError(f"{option}: port {port_number} out of range")
+    return host.strip("[]"), port_number
+
+
+def load_config(
+    toml_path: Path | None,
+    overrides: Mapping[str, str],
+    *,
+    data_dir: Path | None = None,
+    listen: str | None = None,
+    advertise: str | None = None,
+    node_id: int | None = None,
+) -> BrokerConfig:
+    """Build the broker config; unknown or invalid settings raise ConfigError naming the key."""
+    raw: dict[str, str] = {}
+    if toml_path is not None:
+        raw.update(_toml_settings(toml_path))
+    raw.update(overrides)
+
+    log_names = _broker_log_names()
+    values: dict[str, Any] = {}
+    topic_props: dict[str, str] = {}
+    for name in sorted(raw, key=lambda key: _ALIAS_PRIORITY.get(key, 9)):
+        value = raw[name]
+        if name in _BROKER_SETTINGS:
+            field_name, parse = _BROKER_SETTINGS[name]
+            values[field_name] = parse(name, value)
+        elif name in ("log.dirs", "log.dir"):
+            values["data_dir"] = Path(value.split(",")[0])
+        elif name in _UNIT_ALIASES:
+            target, factor = _UNIT_ALIASES[name]
+            if target not in raw:
+                topic_props[log_names[target]] = str(_parse_int(name, value) * factor)
+        elif name in log_names:
+            topic_props[log_names[name]] = value
+        else:
+            raise ConfigError(f"unknown setting {name!r} (known: {', '.join(known_settings())})")
+    try:
+        values["log"] = LogConfig.from_properties(topic_props)
+    except KafkaError as error:
+        raise ConfigError(f"invalid log setting: {error.message or error}") from None
+
+    config = BrokerConfig(raw=dict(raw), **values)
+    if data_dir is not None:
+        config = replace(config, data_dir=data_dir)
+    if node_id is not None:
+        config = replace(config, node_id=node_id)
+    if listen is not None:
+        host, port = _split_host_port("--listen", listen)
+        config = replace(config, listen_host=host, listen_port=port)
+    if advertise is not None:
+        host, port = _split_host_port("--advertise", advertise)
+        config = replace(config, advertised_host=host, advertised_port=port)
+    else:
+        config = replace(
+            config,
+            advertised_host=_advertisable(config.listen_host),
+            advertised_port=config.listen_port,
+        )
+    _check(config)
+    return config
+
+
+def _advertisable(host: str) -> str:
+    # A wildcard listener cannot be dialled; clients get loopback unless --advertise says more.
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+
+
+def _check(config: BrokerConfig) -> None:
+    if config.num_partitions < 1:
+        raise ConfigError("num.partitions must be at least 1")
+    if config.socket_request_max_bytes < 1024:
+        raise ConfigError("socket.request.max.bytes must be at least 1024")
+    if config.max_connections < 1:
+        raise ConfigError("max.connections must be at least 1")
+    if config.max_in_flight_per_connection < 1:
+        raise ConfigError("queued.max.requests must be at least 1")
+    if config.node_id < 0:
+        raise ConfigError("node.id must not be negative")

@@ -1,0 +1,1 @@
+"""One module per Kafka API family; each exports `HANDLERS: dict[int, Handler]`."""

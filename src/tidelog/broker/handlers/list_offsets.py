@@ -1,0 +1,76 @@
+"""ListOffsets (key 2, v1-7): earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
+
+By timestamp: the first offset whose timestamp is >= the one asked (from the time index and a
+short scan in storage); none -> offset -1 and timestamp -1, as Kafka answers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker import responses
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+
+if TYPE_CHECKING:
+    from tidelog.broker.router import RequestContext
+    from tidelog.broker.state import Broker
+
+LIST_OFFSETS = 2
+LEADER_EPOCH = 0
+
+
+def _lookup(broker: Broker, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) for one partition; raises KafkaError."""
+    partition_log = broker.partition_log(topic, partition)
+    if timestamp == EARLIEST_TIMESTAMP:
+        return partition_log.log_start_offset, -1
+    if timestamp == LATEST_TIMESTAMP:
+        return partition_log.log_end_offset, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = partition_log.max_timestamp_offset()
+    elif timestamp < 0:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
+    else:
+        found = partition_log.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    offset, found_timestamp = found
+    return offset, found_timestamp
+
+
+async def handle_list_offsets(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    module = responses.response_module(LIST_OFFSETS, version)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for partition in topic.partitions:
+            try:
+                offset, timestamp = _lookup(
+                    broker, topic.name, partition.partition_index, partition.timestamp
+                )
+                code = ErrorCode.NONE
+            except KafkaError as error:
+                offset, timestamp, code = -1, -1, error.code
+            partitions.append(
+                responses.build(
+                    module.ListOffsetsPartitionResponse,
+                    partition_index=partition.partition_index,
+                    error_code=code,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=LEADER_EPOCH,
+                )
+            )
+        topics.append(
+            responses.build(
+                module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions)
+            )
+        )
+    return responses.build(
+        responses.response_class(LIST_OFFSETS, version), throttle_time=0, topics=tuple(topics)
+    )
+
+
+HANDLERS = {LIST_OFFSETS: handle_list_offsets}

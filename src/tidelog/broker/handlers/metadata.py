@@ -1,0 +1,120 @@
+"""Metadata (key 3, v0-13): this node as the only broker, leader and controller of everything.
+
+Clients dial the host:port returned here, so it is the advertised listener (COMPATIBILITY.md
+trap 2). Topic ids are the stable ids in topics.json; the leader epoch is 0 on a single node.
+Unknown topics are created with num.partitions when auto.create.topics.enable and the request
+allows it (v4+ `allow_auto_topic_creation`; always allowed before v4, as in Kafka).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker import responses
+from tidelog.broker.metadata import TopicInfo
+from tidelog.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from tidelog.broker.router import RequestContext
+    from tidelog.broker.state import Broker
+
+METADATA = 3
+LEADER_EPOCH = 0
+log = logging.getLogger("tidelog.broker.metadata")
+
+
+def _requested_names(broker: Broker, request: Any, version: int) -> list[str] | None:
+    """Topic names asked for; None means every topic."""
+    topics = request.topics
+    if topics is None or (version == 0 and not topics):
+        return None
+    names = []
+    for topic in topics:
+        name = getattr(topic, "name", None)
+        if name is None and getattr(topic, "topic_id", None) is not None:
+            info = broker.topics.by_id(topic.topic_id)
+            name = info.name if info else None
+        if name is not None:
+            names.append(name)
+    return names
+
+
+def _topic_entry(broker: Broker, module: Any, info: TopicInfo) -> Any:
+    node_id = broker.config.node_id
+    partitions = tuple(
+        responses.build(
+            module.MetadataResponsePartition,
+            error_code=ErrorCode.NONE,
+            partition_index=index,
+            leader_id=node_id,
+            leader_epoch=LEADER_EPOCH,
+            replica_nodes=(node_id,),
+            isr_nodes=(node_id,),
+            offline_replicas=(),
+        )
+        for index in range(info.partitions)
+    )
+    return responses.build(
+        module.MetadataResponseTopic,
+        error_code=ErrorCode.NONE,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.internal,
+        partitions=partitions,
+        topic_authorized_operations=-2147483648,
+    )
+
+
+def _error_entry(module: Any, name: str, code: ErrorCode) -> Any:
+    return responses.build(
+        module.MetadataResponseTopic, error_code=code, name=name, topic_id=None, partitions=()
+    )
+
+
+async def handle_metadata(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    module = responses.response_module(METADATA, version)
+    names = _requested_names(broker, request, version)
+    allow_auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
+    entries = []
+    if names is None:
+        entries = [_topic_entry(broker, module, info) for info in broker.topics.all()]
+    else:
+        for name in dict.fromkeys(names):
+            info = broker.topics.get(name)
+            if info is None and allow_auto_create:
+                try:
+                    info = broker.auto_create(name)
+                except KafkaError as error:
+                    entries.append(_error_entry(module, name, error.code))
+                    continue
+                if info is not None:
+                    # Kafka answers LEADER_NOT_AVAILABLE the first time; here the topic is
+                    # ready at once, so the client can use it without a retry round.
+                    log.info("auto-created topic %s", name)
+            if info is None:
+                entries.append(_error_entry(module, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                entries.append(_topic_entry(broker, module, info))
+    config = broker.config
+    this_broker = responses.build(
+        module.MetadataResponseBroker,
+        node_id=config.node_id,
+        host=config.advertised_host,
+        port=config.advertised_port,
+        rack=None,
+    )
+    return responses.build(
+        responses.response_class(METADATA, version),
+        throttle_time=0,
+        brokers=(this_broker,),
+        cluster_id=broker.cluster_id,
+        controller_id=config.node_id,
+        topics=tuple(entries),
+        cluster_authorized_operations=-2147483648,
+        error_code=ErrorCode.NONE,
+    )
+
+
+HANDLERS = {METADATA: handle_metadata}

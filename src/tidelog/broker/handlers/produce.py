@@ -1,0 +1,107 @@
+"""Produce (key 0, v3-v10): validate batch headers and CRCs, append, answer with offsets.
+
+The records are never decoded (D2): `split_batches` views the batch headers inside the receive
+buffer, `PartitionLog.append` validates them and rewrites baseOffset in place (the frame is a
+bytearray, so the views are writable). Each partition is all or nothing; partitions fail
+independently with Kafka's codes. acks=0 gets no response; acks=1 and acks=-1 (all: on a single
+node the in-sync set is this node) answer after the append, or after fsync when the partition's
+durability is `sync` (group commit on the LogManager's fsync thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker import clock, responses
+from tidelog.broker.wire import ProduceRequestData
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.records.batch import split_batches
+from tidelog.storage.log import PartitionLog
+from tidelog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from tidelog.broker.router import RequestContext
+    from tidelog.broker.state import Broker
+
+PRODUCE = 0
+log = logging.getLogger("tidelog.broker.produce")
+
+
+def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
+    if log_append_time_ms < 0:
+        return None
+    return datetime.datetime.fromtimestamp(log_append_time_ms / 1000, tz=datetime.UTC)
+
+
+async def handle_produce(
+    broker: Broker, context: RequestContext, request: ProduceRequestData
+) -> Any | None:
+    version = context.header.api_version
+    module = responses.response_module(PRODUCE, version)
+    partition_cls = module.PartitionProduceResponse
+    now_ms = clock.now_ms()
+    request_error: ErrorCode | None = None
+    if request.acks not in (0, 1, -1):
+        request_error = ErrorCode.INVALID_REQUIRED_ACKS
+    elif request.transactional_id is not None:
+        request_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    durable_waits: list[tuple[PartitionLog, int]] = []
+    topic_responses = []
+    for topic in request.topics:
+        partition_responses = []
+        for partition in topic.partitions:
+            fields: dict[str, Any] = {"index": partition.index, "base_offset": -1}
+            try:
+                if request_error is not None:
+                    raise KafkaError(request_error)
+                if partition.records is None:
+                    raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "null record set")
+                partition_log = broker.partition_log(topic.name, partition.index)
+                result = partition_log.append(split_batches(partition.records), now_ms=now_ms)
+            except KafkaError as error:
+                log.debug("produce %s-%d: %s", topic.name, partition.index, error)
+                fields.update(error_code=error.code, error_message=error.message or None)
+            else:
+                fields.update(
+                    error_code=ErrorCode.NONE,
+                    base_offset=result.base_offset,
+                    log_append_time=_append_time(result.log_append_time_ms),
+                    log_start_offset=result.log_start_offset,
+                )
+                if not result.duplicate:
+                    broker.append_waiters.notify(TopicPartition(topic.name, partition.index))
+                if partition_log.config.durability == "sync":
+                    durable_waits.append((partition_log, result.last_offset + 1))
+            partition_responses.append(fields)
+        topic_responses.append((topic.name, partition_responses))
+
+    if request.acks == 0:
+        return None
+    if durable_waits:
+        outcomes = await asyncio.gather(
+            *(broker.wait_durable(plog, end) for plog, end in durable_waits),
+            return_exceptions=True,
+        )
+        if any(isinstance(outcome, BaseException) for outcome in outcomes):
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "fsync failed")
+    return responses.build(
+        responses.response_class(PRODUCE, version),
+        responses=tuple(
+            responses.build(
+                module.TopicProduceResponse,
+                name=name,
+                partition_responses=tuple(
+                    responses.build(partition_cls, **fields) for fields in partition_fields
+                ),
+            )
+            for name, partition_fields in topic_responses
+        ),
+        throttle_time=0,
+    )
+
+
+HANDLERS = {PRODUCE: handle_produce}

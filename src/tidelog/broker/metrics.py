@@ -1,0 +1,348 @@
+"""Broker metrics: cheap counters on the hot path, Prometheus exposition at scrape time.
+
+The produce path targets 600k+ msg/s, so recording must cost a handful of dict increments per
+request (never per message) and take no lock. prometheus-client's own Counter/Histogram take a
+mutex on every `inc()`; instead the broker updates plain ints and dicts here (single writer: the
+event loop; the fsync histogram's single writer is the group-commit thread), and a custom
+collector turns them into metric families when Prometheus scrapes. Anything that can be read
+from the broker's state (offsets, disk usage, segments, groups, lag) is read at scrape time and
+costs nothing between scrapes.
+
+Runs on the event loop; `collect()` is called by the /metrics handler on the same loop, so it
+reads the log manager and group state without racing the request handlers.
+
+Exposed families (all prefixed `tidelog_`):
+
+    messages_in_total{topic,partition}          counter  records appended (produce)
+    bytes_in_total{topic,partition}             counter  record-batch bytes appended
+    messages_out_total{topic,partition}         counter  records served (fetch; whole batches)
+    bytes_out_total{topic,partition}            counter  record-batch bytes served
+    requests_total{api}                         counter  requests handled, per Kafka API
+    request_errors_total{api,error}             counter  requests answered with an error
+    request_latency_seconds{api}                histogram  receipt -> response queued
+    fsync_latency_seconds                       histogram  one group-commit fsync
+    connections_open                            gauge
+    connections_total                           counter  connections accepted
+    log_start_offset{topic,partition}           gauge    (scrape time)
+    log_end_offset{topic,partition}             gauge    (scrape time)
+    log_size_bytes{topic,partition}             gauge    bytes on disk (scrape time)
+    log_segments{topic,partition}               gauge    segment count (scrape time)
+    consumer_groups{state}                      gauge    groups per state (scrape time)
+    consumer_group_committed_offset{group,topic,partition}  gauge (scrape time)
+    consumer_group_lag{group,topic,partition}   gauge    log_end_offset - committed (scrape time)
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.core import (
+    CollectorRegistry,
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+log = logging.getLogger(__name__)
+
+# Bucket upper bounds in seconds. Request latency: 50 us .. 10 s (long-poll fetches wait up to
+# fetch.max.wait.ms, so the top buckets matter). fsync: 100 us .. 5 s.
+REQUEST_BUCKETS_S: tuple[float, ...] = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)
+FSYNC_BUCKETS_S: tuple[float, ...] = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+)
+
+
+class Histogram:
+    """Fixed-bucket histogram: `observe` is one bisect and two additions, no lock.
+
+    `counts[i]` holds observations with bounds[i-1] < value <= bounds[i]; the last slot is +Inf.
+    Cumulative bucket counts are computed only when scraped.
+    """
+
+    __slots__ = ("bounds", "count", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        out: list[tuple[str, float]] = []
+        running = 0
+        for bound, count in zip(self.bounds, self.counts, strict=False):
+            running += count
+            out.append((_format_bound(bound), float(running)))
+        out.append(("+Inf", float(running + self.counts[-1])))
+        return out
+
+
+def _format_bound(bound: float) -> str:
+    return repr(bound)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStats:
+    """One partition's log state, read at scrape time."""
+
+    topic: str
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    size_bytes: int
+    segments: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOffset:
+    """One committed offset of one group, read at scrape time."""
+
+    group: str
+    topic: str
+    partition: int
+    committed_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """Groups per state and their committed offsets (lag is derived against log end offsets)."""
+
+    states: Mapping[str, int]
+    offsets: tuple[GroupOffset, ...]
+
+
+PartitionSource = Callable[[], Iterable[PartitionStats]]
+GroupSource = Callable[[], GroupStats | None]
+
+# Kafka's API names by key (the ones a label can carry; unknown keys print as "Api<N>").
+API_NAMES: dict[int, str] = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup",
+    14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake",
+    18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords",
+    22: "InitProducerId", 23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit", 29: "DescribeAcls",
+    32: "DescribeConfigs", 33: "AlterConfigs", 35: "DescribeLogDirs", 36: "SaslAuthenticate",
+    37: "CreatePartitions", 42: "DeleteGroups", 44: "IncrementalAlterConfigs",
+    47: "OffsetDelete", 60: "DescribeCluster", 61: "DescribeProducers",
+    68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
+}
+
+
+def api_name(api_key: int) -> str:
+    return API_NAMES.get(api_key) or f"Api{api_key}"
+
+
+class BrokerMetrics:
+    """All broker counters. Hot-path methods are O(1) dict updates; call once per request or
+    per partition of a request, never per record."""
+
+    def __init__(self) -> None:
+        self.messages_in: dict[tuple[str, int], int] = {}
+        self.bytes_in: dict[tuple[str, int], int] = {}
+        self.messages_out: dict[tuple[str, int], int] = {}
+        self.bytes_out: dict[tuple[str, int], int] = {}
+        self.requests: dict[int, int] = {}
+        self.errors: dict[tuple[int, str], int] = {}
+        self.latency: dict[int, Histogram] = {}
+        self.fsync_latency = Histogram(FSYNC_BUCKETS_S)
+        self.connections_open = 0
+        self.connections_total = 0
+        self._partition_source: PartitionSource | None = None
+        self._group_source: GroupSource | None = None
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(self))
+
+    # --- wiring (start-up) -------------------------------------------------------------
+    def set_partition_source(self, source: PartitionSource) -> None:
+        self._partition_source = source
+
+    def set_group_source(self, source: GroupSource) -> None:
+        self._group_source = source
+
+    # --- hot path ----------------------------------------------------------------------
+    def record_request(self, api_key: int, latency_s: float, error: str | None = None) -> None:
+        """One request handled (error = Kafka error name when the response carries one)."""
+        requests = self.requests
+        requests[api_key] = requests.get(api_key, 0) + 1
+        histogram = self.latency.get(api_key)
+        if histogram is None:
+            histogram = self.latency[api_key] = Histogram(REQUEST_BUCKETS_S)
+        histogram.observe(latency_s)
+        if error is not None:
+            key = (api_key, error)
+            self.errors[key] = self.errors.get(key, 0) + 1
+
+    def record_error(self, api_key: int, error: str) -> None:
+        key = (api_key, error)
+        self.errors[key] = self.errors.get(key, 0) + 1
+
+    def record_produce(self, topic: str, partition: int, records: int, size: int) -> None:
+        key = (topic, partition)
+        self.messages_in[key] = self.messages_in.get(key, 0) + records
+        self.bytes_in[key] = self.bytes_in.get(key, 0) + size
+
+    def record_fetch(self, topic: str, partition: int, records: int, size: int) -> None:
+        key = (topic, partition)
+        self.messages_out[key] = self.messages_out.get(key, 0) + records
+        self.bytes_out[key] = self.bytes_out.get(key, 0) + size
+
+    def record_fsync(self, latency_s: float) -> None:
+        """Called on the group-commit thread; it is the histogram's only writer."""
+        self.fsync_latency.observe(latency_s)
+
+    def connection_opened(self) -> None:
+        self.connections_open += 1
+        self.connections_total += 1
+
+    def connection_closed(self) -> None:
+        self.connections_open -= 1
+
+    # --- scrape time -------------------------------------------------------------------
+    def partitions(self) -> list[PartitionStats]:
+        if self._partition_source is None:
+            return []
+        return list(self._partition_source())
+
+    def groups(self) -> GroupStats | None:
+        if self._group_source is None:
+            return None
+        return self._group_source()
+
+
+def _labelled_counter(
+    name: str, doc: str, values: Mapping[tuple[str, int], int]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=("topic", "partition"))
+    for (topic, partition), value in sorted(values.items()):
+        family.add_metric((topic, str(partition)), value)
+    return family
+
+
+class _Collector:
+    """Turns BrokerMetrics' plain counters and the broker's state into metric families."""
+
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        return ()
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._metrics
+        yield _labelled_counter("tidelog_messages_in", "Records appended.", m.messages_in)
+        yield _labelled_counter("tidelog_bytes_in", "Record-batch bytes appended.", m.bytes_in)
+        yield _labelled_counter("tidelog_messages_out", "Records served by fetch.", m.messages_out)
+        yield _labelled_counter("tidelog_bytes_out", "Record-batch bytes served.", m.bytes_out)
+
+        requests = CounterMetricFamily("tidelog_requests", "Requests handled.", labels=("api",))
+        for api_key, count in sorted(m.requests.items()):
+            requests.add_metric((api_name(api_key),), count)
+        yield requests
+        errors = CounterMetricFamily(
+            "tidelog_request_errors", "Requests answered with an error.", labels=("api", "error")
+        )
+        for (api_key, error), count in sorted(m.errors.items()):
+            errors.add_metric((api_name(api_key), error), count)
+        yield errors
+        latency = HistogramMetricFamily(
+            "tidelog_request_latency_seconds",
+            "Time from request receipt to response queued.",
+            labels=("api",),
+        )
+        for api_key, histogram in sorted(m.latency.items()):
+            latency.add_metric((api_name(api_key),), histogram.cumulative(), histogram.sum)
+        yield latency
+        fsync = HistogramMetricFamily(
+            "tidelog_fsync_latency_seconds", "Duration of one group-commit fsync."
+        )
+        fsync.add_metric((), m.fsync_latency.cumulative(), m.fsync_latency.sum)
+        yield fsync
+
+        yield GaugeMetricFamily(
+            "tidelog_connections_open", "Open client connections.", value=m.connections_open
+        )
+        yield CounterMetricFamily(
+            "tidelog_connections", "Connections accepted.", value=m.connections_total
+        )
+        yield from self._collect_logs_and_groups()
+
+    def _collect_logs_and_groups(self) -> Iterator[Metric]:
+        labels = ("topic", "partition")
+        start = GaugeMetricFamily("tidelog_log_start_offset", "First offset kept.", labels=labels)
+        end = GaugeMetricFamily("tidelog_log_end_offset", "Next offset to assign.", labels=labels)
+        size = GaugeMetricFamily("tidelog_log_size_bytes", "Bytes on disk.", labels=labels)
+        segments = GaugeMetricFamily("tidelog_log_segments", "Segment count.", labels=labels)
+        log_end: dict[tuple[str, int], int] = {}
+        for stats in sorted(self._metrics.partitions(), key=lambda s: (s.topic, s.partition)):
+            key = (stats.topic, str(stats.partition))
+            start.add_metric(key, stats.log_start_offset)
+            end.add_metric(key, stats.log_end_offset)
+            size.add_metric(key, stats.size_bytes)
+            segments.add_metric(key, stats.segments)
+            log_end[(stats.topic, stats.partition)] = stats.log_end_offset
+        yield from (start, end, size, segments)
+
+        groups = self._metrics.groups()
+        if groups is None:
+            return
+        by_state = GaugeMetricFamily("tidelog_consumer_groups", "Groups per state.",
+                                     labels=("state",))
+        for state, count in sorted(groups.states.items()):
+            by_state.add_metric((state,), count)
+        yield by_state
+        group_labels = ("group", "topic", "partition")
+        committed = GaugeMetricFamily(
+            "tidelog_consumer_group_committed_offset", "Committed offset.", labels=group_labels
+        )
+        lag = GaugeMetricFamily(
+            "tidelog_consumer_group_lag", "log_end_offset - committed offset.",
+            labels=group_labels,
+        )
+        for entry in sorted(groups.offsets, key=lambda o: (o.group, o.topic, o.partition)):
+            key = (entry.group, entry.topic, str(entry.partition))
+            committed.add_metric(key, entry.committed_offset)
+            end_offset = log_end.get((entry.topic, entry.partition))
+            if end_offset is not None:
+                lag.add_metric(key, max(0, end_offset - entry.committed_offset))
+        yield committed
+        yield lag
+
+
+def render(metrics: BrokerMetrics) -> bytes:
+    """Prometheus text exposition of everything (runs on the event loop at scrape time)."""
+    from prometheus_client.exposition import generate_latest
+
+    return generate_latest(metrics.registry)
+
+
+def log_manager_source(logs: Any) -> PartitionSource:
+    """Adapter: a storage LogManager -> PartitionStats (read at scrape time on the loop)."""
+
+    def source() -> Iterator[PartitionStats]:
+        for partition_log in logs.logs():
+            tp = partition_log.topic_partition
+            yield PartitionStats(
+                topic=tp.topic,
+                partition=tp.partition,
+                log_start_offset=partition_log.log_start_offset,
+                log_end_offset=partition_log.log_end_offset,
+                size_bytes=partition_log.size_bytes(),
+                segments=partition_log.segment_count(),
+            )
+
+    return source

@@ -1,0 +1,155 @@
+"""The wired broker: config, topic metadata, the log manager and the services handlers share.
+
+Runs on the event loop. Storage calls are synchronous and short (page-cache writes); the one
+slow thing, fsync in sync durability mode, completes on the LogManager's fsync thread and is
+handed back to the loop with `call_soon_threadsafe` (ARCHITECTURE D5, D7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from tidelog.broker import clock
+from tidelog.broker.config import BrokerConfig
+from tidelog.broker.delayed import AppendWaiters
+from tidelog.broker.metadata import TopicInfo, TopicStore, load_or_create_cluster_id
+from tidelog.broker.producer_ids import ProducerIdAllocator
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.storage.config import LogConfig
+from tidelog.storage.log import PartitionLog
+from tidelog.storage.manager import LogManager
+from tidelog.types import TopicPartition
+
+log = logging.getLogger("tidelog.broker")
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+class Broker:
+    """Everything a handler may touch. Groups add `groups`; metrics add `metrics`."""
+
+    groups: Any
+    metrics: Any
+
+    def __init__(self, config: BrokerConfig) -> None:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self.cluster_id = load_or_create_cluster_id(config.data_dir, config.node_id)
+        self.topics = TopicStore(config.data_dir)
+        self.logs = LogManager(config.data_dir, config.log, now_ms=clock.now_ms())
+        self.producer_ids = ProducerIdAllocator(config.data_dir)
+        self.append_waiters = AppendWaiters()
+        self.groups = None
+        self.closing = False  # set at shutdown: parked fetches answer at once
+        self.metrics = None
+        self._partition_logs: dict[TopicPartition, PartitionLog] = {}
+        for info in self.topics.all():
+            self._open_partitions(info, 0)
+
+    # --- topics --------------------------------------------------------------------------
+    def log_config_for(self, topic: TopicInfo) -> LogConfig:
+        """Broker log.* defaults overlaid with the topic's own overrides."""
+        if not topic.configs:
+            return self.config.log
+        return LogConfig.from_properties(topic.configs, base=self.config.log)
+
+    def _open_partitions(self, info: TopicInfo, first: int) -> None:
+        log_config = self.log_config_for(info)
+        for partition in range(first, info.partitions):
+            topic_partition = TopicPartition(info.name, partition)
+            self._partition_logs[topic_partition] = self.logs.create(topic_partition, log_config)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str],
+        *,
+        internal: bool = False,
+    ) -> TopicInfo:
+        """Validate (name, configs), record the topic, create its partition logs."""
+        probe = TopicInfo(name, topic_id=_ZERO_UUID, partitions=partitions, configs=configs)
+        self.log_config_for(probe)  # invalid config -> KafkaError(INVALID_CONFIG) before writing
+        info = self.topics.create(name, partitions, configs, internal=internal)
+        self._open_partitions(info, 0)
+        log.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        info = self.topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        self.topics.delete(name)
+        for partition in range(info.partitions):
+            topic_partition = TopicPartition(name, partition)
+            self._partition_logs.pop(topic_partition, None)
+            self.logs.delete(topic_partition)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, count: int) -> TopicInfo:
+        before = self.topics.get(name)
+        info = self.topics.set_partitions(name, count)
+        self._open_partitions(info, before.partitions if before else 0)
+        return info
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        """Replace a topic's overrides and apply them to its open logs."""
+        current = self.topics.get(name)
+        if current is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        probe = TopicInfo(name, current.topic_id, current.partitions, configs)
+        log_config = self.log_config_for(probe)
+        info = self.topics.set_configs(name, configs)
+        for partition in range(info.partitions):
+            self.logs.update_config(TopicPartition(name, partition), log_config)
+        return info
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog:
+        partition_log = self._partition_logs.get(TopicPartition(topic, partition))
+        if partition_log is None:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}"
+            )
+        return partition_log
+
+    def auto_create(self, name: str) -> TopicInfo | None:
+        """Create `name` with num.partitions if auto.create.topics.enable; else None."""
+        if not self.config.auto_create_topics:
+            return None
+        return self.create_topic(name, self.config.num_partitions, {})
+
+    # --- durability ----------------------------------------------------------------------
+    async def wait_durable(self, partition_log: PartitionLog, end_offset: int) -> None:
+        """Sync durability: return once offsets below `end_offset` are fsynced (group commit)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+
+        def settle(error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(
+                    KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"fsync failed: {error}")
+                )
+
+        def on_fsync_thread(error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(settle, error)
+
+        self.logs.request_sync(partition_log, end_offset, on_fsync_thread)
+        await future
+
+    def tick(self) -> None:
+        """Periodic storage work (retention, flush.ms, checkpoints); cheap when nothing is due."""
+        self.logs.tick(clock.now_ms())
+
+    def close(self) -> None:
+        """Flush everything and write the clean-shutdown marker."""
+        self.closing = True
+        self.append_waiters.wake_all()
+        self.logs.close(clean=True)
+

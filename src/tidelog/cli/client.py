@@ -1,0 +1,112 @@
+"""Shared plumbing for the console tools: bootstrap option, clear errors, confluent-kafka configs.
+
+The tools talk to the broker only through the Kafka protocol (confluent-kafka / librdkafka), so
+they work against any Kafka. librdkafka retries an unreachable broker forever and logs every
+attempt; the tools instead check the address up front and fail with one line naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+CONNECT_TIMEOUT_S = 3.0
+METADATA_TIMEOUT_S = 10.0
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+stderr = Console(stderr=True, highlight=False)
+
+
+class ToolError(click.ClickException):
+    """One-line failure: click prints `Error: <message>` on stderr and exits with status 1."""
+
+
+def bootstrap_option(func: F) -> F:
+    """`-b/--bootstrap-server HOST:PORT[,HOST:PORT...]` (env TIDELOG_BOOTSTRAP_SERVER)."""
+    return click.option(
+        "-b",
+        "--bootstrap-server",
+        "bootstrap",
+        default=DEFAULT_BOOTSTRAP,
+        envvar="TIDELOG_BOOTSTRAP_SERVER",
+        show_default=True,
+        help="Broker address(es), comma-separated.",
+    )(func)
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise click.BadParameter(
+            f"{address!r} is not HOST:PORT", param_hint="'--bootstrap-server'"
+        )
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(bootstrap: str) -> None:
+    """Fail fast with the address and a hint when no bootstrap broker accepts a TCP connection."""
+    reasons: list[str] = []
+    for address in bootstrap.split(","):
+        host, port = _split_address(address)
+        try:
+            with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+                return
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+    raise ToolError(
+        f"cannot reach a broker at {bootstrap} ({'; '.join(reasons)}); "
+        "is `tidelog serve` running there?"
+    )
+
+
+def base_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """librdkafka settings shared by every tool; its own logging is kept to real errors."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "client.id": f"tidelog-cli-{os.getpid()}",
+        "log_level": 3,
+    }
+    config.update(extra)
+    return config
+
+
+def parse_properties(pairs: tuple[str, ...], option: str) -> dict[str, str]:
+    """`key=value` strings -> dict; a pair without `=` is a usage error naming the option."""
+    result: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{pair!r} is not key=value", param_hint=f"'{option}'")
+        result[key.strip()] = value
+    return result
+
+
+def topic_partitions(client: Any, topic: str) -> list[int]:
+    """Partition ids of `topic`, from an all-topics Metadata request (which never auto-creates).
+
+    `client` is a confluent-kafka Producer, Consumer or AdminClient.
+    """
+    from confluent_kafka import KafkaException
+
+    try:
+        metadata = client.list_topics(timeout=METADATA_TIMEOUT_S)
+    except KafkaException as exc:
+        raise ToolError(f"metadata request failed: {exc.args[0]}") from None
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None:
+        raise ToolError(f"topic {topic!r} does not exist (see `tidelog topics list`)")
+    return sorted(info.partitions)
+
+
+def kafka_error_text(error: Any) -> str:
+    """A confluent_kafka.KafkaError as `NAME: reason`."""
+    name = error.name() if hasattr(error, "name") else ""
+    text = error.str() if hasattr(error, "str") else str(error)
+    return f"{name}: {text}" if name and name not in text else text

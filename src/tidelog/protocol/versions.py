@@ -1,0 +1,154 @@
+"""The API version table Tidelog advertises, and the ApiVersions response built from it.
+
+Every range is a subset of what kio 0.6.5 can both read and write (checked by the tests), and
+the whole table is shaped like Apache Kafka 3.7 where the issue does not ask for more, because
+kafka-python 3.x guesses the broker's release from these ranges (Fetch v16 is its 3.7 marker,
+Produce v11 would make it 3.8, Fetch v17 3.9) and gates features on the guess.
+
+ApiVersions fallback frame (``encode_unsupported_api_versions``), always the v0 layout::
+
+    size            int32   bytes that follow
+    correlation_id  int32   response header v0: never a tagged-field byte for ApiVersions
+    error_code      int16   35 = UNSUPPORTED_VERSION
+    api_keys        int32   count, then per key:
+      api_key       int16
+      min_version   int16
+      max_version   int16
+
+Kafka answers an ApiVersions request of a version it does not know in exactly this layout so
+that any client can read it and retry with a version from the list.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from collections.abc import Mapping
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode as KioErrorCode
+
+from tidelog.errors import ErrorCode
+
+API_VERSIONS_KEY = 18
+
+SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
+    {
+        0: (3, 10),  # Produce (v3 is kio's minimum; v11+ would read as Kafka 3.8)
+        1: (4, 16),  # Fetch (v16 is kafka-python's Kafka 3.7 marker)
+        2: (1, 7),  # ListOffsets
+        3: (0, 13),  # Metadata
+        8: (2, 9),  # OffsetCommit
+        9: (1, 9),  # OffsetFetch
+        10: (0, 6),  # FindCoordinator
+        11: (0, 9),  # JoinGroup (v8 adds reason, v9 skip_assignment; Kafka 3.7 serves 0-9)
+        12: (0, 4),  # Heartbeat
+        13: (0, 5),  # LeaveGroup
+        14: (0, 5),  # SyncGroup
+        15: (0, 5),  # DescribeGroups
+        16: (0, 4),  # ListGroups
+        18: (0, 4),  # ApiVersions
+        19: (2, 7),  # CreateTopics
+        20: (1, 6),  # DeleteTopics
+        21: (0, 2),  # DeleteRecords
+        22: (0, 4),  # InitProducerId
+        23: (2, 4),  # OffsetForLeaderEpoch (kio starts at v2)
+        32: (1, 4),  # DescribeConfigs (kio starts at v1)
+        37: (0, 3),  # CreatePartitions
+        42: (0, 2),  # DeleteGroups
+        44: (0, 1),  # IncrementalAlterConfigs
+        47: (0, 0),  # OffsetDelete
+        60: (0, 1),  # DescribeCluster
+        68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
+        69: (0, 1),  # ConsumerGroupDescribe
+    }
+)
+
+API_NAMES: Mapping[int, str] = MappingProxyType(
+    {
+        0: "Produce",
+        1: "Fetch",
+        2: "ListOffsets",
+        3: "Metadata",
+        8: "OffsetCommit",
+        9: "OffsetFetch",
+        10: "FindCoordinator",
+        11: "JoinGroup",
+        12: "Heartbeat",
+        13: "LeaveGroup",
+        14: "SyncGroup",
+        15: "DescribeGroups",
+        16: "ListGroups",
+        17: "SaslHandshake",
+        18: "ApiVersions",
+        19: "CreateTopics",
+        20: "DeleteTopics",
+        21: "DeleteRecords",
+        22: "InitProducerId",
+        23: "OffsetForLeaderEpoch",
+        32: "DescribeConfigs",
+        36: "SaslAuthenticate",
+        37: "CreatePartitions",
+        42: "DeleteGroups",
+        44: "IncrementalAlterConfigs",
+        47: "OffsetDelete",
+        60: "DescribeCluster",
+        68: "ConsumerGroupHeartbeat",
+        69: "ConsumerGroupDescribe",
+    }
+)
+
+_FALLBACK_HEAD = struct.Struct(">iihi")
+_FALLBACK_KEY = struct.Struct(">hhh")
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of an API key, or ``Api<key>`` for keys Tidelog does not know."""
+    return API_NAMES.get(api_key, f"Api{api_key}")
+
+
+def is_supported(api_key: int, api_version: int, supported: Mapping[int, tuple[int, int]]) -> bool:
+    version_range = supported.get(api_key)
+    return version_range is not None and version_range[0] <= api_version <= version_range[1]
+
+
+def api_versions_response(
+    api_version: int,
+    supported: Mapping[int, tuple[int, int]],
+    error_code: int = 0,
+) -> Any:
+    """An ApiVersionsResponse entity of ``api_version`` (0-4) listing ``supported``."""
+    response_class = load_response_schema(API_VERSIONS_KEY, api_version)
+    module = sys.modules[response_class.__module__]
+    api_keys = tuple(
+        module.ApiVersion(api_key=key, min_version=low, max_version=high)
+        for key, (low, high) in sorted(supported.items())
+    )
+    fields: dict[str, Any] = {"error_code": KioErrorCode(error_code), "api_keys": api_keys}
+    if api_version >= 1:
+        fields["throttle_time"] = timedelta(0)
+    return response_class(**fields)
+
+
+def encode_unsupported_api_versions(
+    correlation_id: int, supported: Mapping[int, tuple[int, int]]
+) -> bytes:
+    """The complete v0 ApiVersions frame (size prefix included) with UNSUPPORTED_VERSION."""
+    keys = sorted(supported.items())
+    body = bytearray(_FALLBACK_HEAD.size + _FALLBACK_KEY.size * len(keys))
+    _FALLBACK_HEAD.pack_into(
+        body,
+        0,
+        len(body) - 4,
+        correlation_id,
+        ErrorCode.UNSUPPORTED_VERSION,
+        len(keys),
+    )
+    position = _FALLBACK_HEAD.size
+    for key, (low, high) in keys:
+        _FALLBACK_KEY.pack_into(body, position, key, low, high)
+        position += _FALLBACK_KEY.size
+    return bytes(body)

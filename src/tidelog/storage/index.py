@@ -1,0 +1,230 @@
+"""Sparse offset and time indexes of one segment: preallocated, memory-mapped, derived data.
+
+`.index` (offset index), 8-byte entries, big-endian::
+
+    0  relativeOffset  uint32   batch baseOffset minus the segment's base offset
+    4  position        uint32   byte position of that batch in the segment's .log
+
+`.timeindex` (time index), 12-byte entries, big-endian::
+
+    0  timestamp       int64    largest maxTimestamp of every batch up to and including ...
+    8  relativeOffset  uint32   ... this batch (its baseOffset minus the segment's base offset)
+
+Both files are created at `segment.index.bytes` (rounded down to whole entries) and trimmed to
+their entries when the segment is sealed or closed, so on open `entries = size // entry_size`.
+Entries are strictly increasing in every field. An entry is added for a batch when more than
+`index.interval.bytes` were appended since the previous entry; the time index adds one only when
+the segment's max timestamp grew, plus a final one when the segment is sealed, closed or rebuilt.
+The `.log` is the truth (ARCHITECTURE D4): a file that fails `check()` is deleted and rebuilt.
+
+Blocking file I/O; owned by the thread that appends to the log.
+"""
+
+from __future__ import annotations
+
+import mmap
+import operator
+import os
+import struct
+from array import array
+from pathlib import Path
+
+from tidelog.errors import CorruptRecordError
+
+_OFFSET_ENTRY = struct.Struct(">II")
+_TIME_ENTRY = struct.Struct(">qI")
+
+
+class IndexCorruptError(CorruptRecordError):
+    """An index file fails its sanity check; the caller rebuilds it from the .log."""
+
+
+class _MappedIndex:
+    """A file of fixed-size entries, mapped read/write, with an entry count."""
+
+    entry: struct.Struct
+
+    def __init__(self, path: Path, max_index_bytes: int, *, writable: bool) -> None:
+        self.path = path
+        self.max_entries = max(1, max_index_bytes // self.entry.size)
+        exists = path.exists()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        size = os.fstat(self._fd).st_size if exists else 0
+        if size % self.entry.size:
+            os.close(self._fd)
+            raise IndexCorruptError(f"{path.name}: size {size} is not a multiple of entries")
+        self.entries = size // self.entry.size
+        self._mmap: mmap.mmap | None = None
+        self.writable = False
+        if writable:
+            self.make_writable()
+        else:
+            self._map(size)
+
+    def _map(self, size: int) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        if size > 0:
+            self._mmap = mmap.mmap(self._fd, size)
+
+    def make_writable(self) -> None:
+        """Preallocate to the full size so appends only store into the mapping."""
+        if self.writable:
+            return
+        size = max(self.max_entries, self.entries) * self.entry.size
+        os.ftruncate(self._fd, size)
+        self._map(size)
+        self.writable = True
+
+    def trim(self) -> None:
+        """Cut the file to its entries (seal and close): on open, size says how many."""
+        size = self.entries * self.entry.size
+        if self._mmap is not None:
+            self._mmap.flush()
+        self._map(0)
+        os.ftruncate(self._fd, size)
+        self._map(size)
+        self.writable = False
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def flush(self) -> None:
+        if self._mmap is not None:
+            self._mmap.flush()
+
+    def reset(self) -> None:
+        """Drop every entry (rebuild)."""
+        self.truncate_entries(0)
+
+    def truncate_entries(self, entries: int) -> None:
+        if self._mmap is not None and entries < self.entries:
+            start = entries * self.entry.size
+            end = self.entries * self.entry.size
+            self._mmap[start:end] = bytes(end - start)
+        self.entries = entries
+
+    def raw_entries(self) -> bytes:
+        if self._mmap is None:
+            return b""
+        return self._mmap[: self.entries * self.entry.size]
+
+    def _store(self, *fields: int) -> None:
+        if self._mmap is None or self.entries >= len(self._mmap) // self.entry.size:
+            raise IndexCorruptError(f"{self.path.name}: append to a full or sealed index")
+        self.entry.pack_into(self._mmap, self.entries * self.entry.size, *fields)
+        self.entries += 1
+
+    def _field(self, slot: int, field: int) -> int:
+        assert self._mmap is not None
+        value: int = self.entry.unpack_from(self._mmap, slot * self.entry.size)[field]
+        return value
+
+    def close(self) -> None:
+        self._map(0)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+def _strictly_increasing(values: array[int]) -> bool:
+    return all(map(operator.lt, values, values[1:]))
+
+
+class OffsetIndex(_MappedIndex):
+    entry = _OFFSET_ENTRY
+
+    def append(self, relative_offset: int, position: int) -> None:
+        self._store(relative_offset, position)
+
+    def entry_at(self, slot: int) -> tuple[int, int]:
+        assert self._mmap is not None
+        rel, pos = self.entry.unpack_from(self._mmap, slot * self.entry.size)
+        return int(rel), int(pos)
+
+    def lookup(self, relative_offset: int) -> tuple[int, int]:
+        """(relativeOffset, position) of the last entry <= relative_offset, else (0, 0)."""
+        slot = self._last_slot_le(relative_offset, 0)
+        return (0, 0) if slot < 0 else self.entry_at(slot)
+
+    def lookup_position(self, position: int) -> tuple[int, int]:
+        """Last entry whose position <= `position`, else (0, 0): a batch boundary below it."""
+        slot = self._last_slot_le(position, 1)
+        return (0, 0) if slot < 0 else self.entry_at(slot)
+
+    def _last_slot_le(self, target: int, field: int) -> int:
+        low, high = 0, self.entries
+        while low < high:
+            middle = (low + high) // 2
+            if self._field(middle, field) <= target:
+                low = middle + 1
+            else:
+                high = middle
+        return low - 1
+
+    def check(self, log_size: int, offset_span: int) -> None:
+        """Kafka's sanity check, over every entry: both columns strictly increasing, inside the log."""
+        values = array("I", self.raw_entries())
+        if values and struct.pack("=I", 1) != struct.pack(">I", 1):
+            values.byteswap()
+        relative, position = values[0::2], values[1::2]
+        if not _strictly_increasing(relative) or not _strictly_increasing(position):
+            raise IndexCorruptError(f"{self.path.name}: entries not increasing")
+        if relative and (relative[-1] >= offset_span or position[-1] >= log_size):
+            raise IndexCorruptError(f"{self.path.name}: entry points past the log")
+
+
+class TimeIndex(_MappedIndex):
+    entry = _TIME_ENTRY
+
+    def append(self, timestamp: int, relative_offset: int) -> None:
+        self._store(timestamp, relative_offset)
+
+    def entry_at(self, slot: int) -> tuple[int, int]:
+        assert self._mmap is not None
+        timestamp, rel = self.entry.unpack_from(self._mmap, slot * self.entry.size)
+        return int(timestamp), int(rel)
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.entry_at(self.entries - 1)[0] if self.entries else -1
+
+    def last_entry_below(self, timestamp: int) -> tuple[int, int] | None:
+        """The last entry with timestamp < `timestamp`: every batch up to it is older."""
+        low, high = 0, self.entries
+        while low < high:
+            middle = (low + high) // 2
+            if self._field(middle, 0) < timestamp:
+                low = middle + 1
+            else:
+                high = middle
+        return None if low == 0 else self.entry_at(low - 1)
+
+    def check(self, offset_span: int) -> None:
+        raw = self.raw_entries()
+        count = self.entries
+        stamps = struct.unpack(f">{count}q", _column(raw, 0, 8, 12))
+        offsets = array("I", _column(raw, 8, 4, 12))
+        if offsets and struct.pack("=I", 1) != struct.pack(">I", 1):
+            offsets.byteswap()
+        if not all(map(operator.lt, stamps, stamps[1:])) or not _strictly_increasing(offsets):
+            raise IndexCorruptError(f"{self.path.name}: entries not increasing")
+        if offsets and offsets[-1] >= offset_span:
+            raise IndexCorruptError(f"{self.path.name}: entry points past the log")
+
+
+def _column(raw: bytes, start: int, width: int, stride: int) -> bytes:
+    """One fixed-width column of a table of `stride`-byte rows, gathered without a Python loop."""
+    rows = len(raw) // stride
+    if rows == 0:
+        return b""
+    out = bytearray(rows * width)
+    for byte in range(width):
+        out[byte::width] = raw[start + byte :: stride]
+    return bytes(out)

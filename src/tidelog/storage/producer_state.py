@@ -1,0 +1,222 @@
+"""Idempotent-producer state of one partition: the last 5 batches of every producer id.
+
+A leader append checks each batch with `check()` (Kafka's rules: a stale epoch is
+INVALID_PRODUCER_EPOCH, a batch equal to one of the last 5 is a duplicate answered with its
+original offsets, any other sequence that does not follow the last one is
+OUT_OF_ORDER_SEQUENCE_NUMBER) and commits it with `update()`. The state is derived from the log:
+it is rebuilt from the newest snapshot plus a replay of the batch headers after it.
+
+Snapshot file `<offset, 20 digits>.snapshot` (offset = log end offset when written), big-endian::
+
+    0  version        int16    1
+    2  crc            uint32   CRC32C of every byte after this field
+    6  producerCount  int32
+   10  producers...            producerCount times:
+         producerId     int64
+         producerEpoch  int16
+         batchCount     int8     1..5, oldest first
+         batches...             batchCount times:
+           firstSequence  int32
+           lastSequence   int32
+           firstOffset    int64
+           lastOffset     int64
+           maxTimestamp   int64
+
+Written to a temp file, fsynced, renamed. Pure bookkeeping plus that file I/O.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c as _crc32c
+
+from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
+
+MAX_CACHED_BATCHES = 5
+SNAPSHOT_SUFFIX = ".snapshot"
+_SNAPSHOT_VERSION = 1
+_PREFIX = struct.Struct(">hIi")
+_PRODUCER = struct.Struct(">qhb")
+_BATCH = struct.Struct(">iiqqq")
+_SEQUENCE_MODULUS = 2**31
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_epoch: int
+    batches: deque[BatchMetadata] = field(
+        default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES)
+    )
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else -1
+
+
+class ProducerStateManager:
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def check(
+        self, producer_id: int, producer_epoch: int, first_sequence: int, last_sequence: int
+    ) -> BatchMetadata | None:
+        """Validate one idempotent batch; returns the original batch if it is a duplicate."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            # Unknown producer (new, or its state expired with retention): accept, as Kafka
+            # does since KIP-360, rather than fence a producer whose history was deleted.
+            return None
+        if producer_epoch < entry.producer_epoch:
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"producer {producer_id} epoch {producer_epoch} < {entry.producer_epoch}",
+            )
+        if producer_epoch > entry.producer_epoch:
+            if first_sequence != 0:
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {producer_id} new epoch {producer_epoch} starts at "
+                    f"sequence {first_sequence}, not 0",
+                )
+            return None
+        for cached in entry.batches:
+            if cached.first_sequence == first_sequence and cached.last_sequence == last_sequence:
+                return cached
+        expected = (entry.last_sequence + 1) % _SEQUENCE_MODULUS
+        if entry.batches and first_sequence != expected:
+            raise KafkaError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {producer_id}: sequence {first_sequence}, expected {expected}",
+            )
+        return None
+
+    def update(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        first_sequence: int,
+        last_sequence: int,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+    ) -> None:
+        """Record an appended batch (leader append, follower append, or replay)."""
+        entry = self.producers.get(producer_id)
+        if entry is None or producer_epoch != entry.producer_epoch:
+            entry = ProducerEntry(producer_epoch)
+            self.producers[producer_id] = entry
+        entry.batches.append(
+            BatchMetadata(first_sequence, last_sequence, first_offset, last_offset, max_timestamp)
+        )
+
+    # --- snapshots -------------------------------------------------------------------------
+    def encode(self) -> bytes:
+        body = bytearray()
+        for producer_id, entry in sorted(self.producers.items()):
+            body += _PRODUCER.pack(producer_id, entry.producer_epoch, len(entry.batches))
+            for b in entry.batches:
+                body += _BATCH.pack(
+                    b.first_sequence, b.last_sequence, b.first_offset, b.last_offset,
+                    b.max_timestamp,
+                )
+        counted = struct.pack(">i", len(self.producers)) + bytes(body)
+        crc = int(_crc32c.crc32c(counted))
+        return struct.pack(">hI", _SNAPSHOT_VERSION, crc) + counted
+
+    @classmethod
+    def decode(cls, data: bytes) -> ProducerStateManager:
+        """Parse a snapshot; any inconsistency raises CorruptRecordError (caller replays)."""
+        if len(data) < _PREFIX.size:
+            raise CorruptRecordError("producer snapshot too short")
+        version, crc, count = _PREFIX.unpack_from(data, 0)
+        if version != _SNAPSHOT_VERSION or int(_crc32c.crc32c(data[6:])) != crc:
+            raise CorruptRecordError("producer snapshot version or CRC mismatch")
+        state = cls()
+        position = _PREFIX.size
+        try:
+            for _ in range(count):
+                producer_id, epoch, batch_count = _PRODUCER.unpack_from(data, position)
+                position += _PRODUCER.size
+                entry = ProducerEntry(epoch)
+                for _ in range(batch_count):
+                    entry.batches.append(BatchMetadata(*_BATCH.unpack_from(data, position)))
+                    position += _BATCH.size
+                state.producers[producer_id] = entry
+        except struct.error as exc:
+            raise CorruptRecordError(f"producer snapshot truncated: {exc}") from exc
+        if position != len(data):
+            raise CorruptRecordError("trailing bytes in producer snapshot")
+        return state
+
+    def write_snapshot(self, directory: Path, offset: int) -> Path:
+        path = directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+        write_durably(path, self.encode())
+        return path
+
+
+def snapshot_offsets(directory: Path) -> list[int]:
+    """Offsets of the snapshot files present, ascending."""
+    offsets = []
+    for path in directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+        stem = path.name[: -len(SNAPSHOT_SUFFIX)]
+        if stem.isdigit():
+            offsets.append(int(stem))
+    return sorted(offsets)
+
+
+def load_latest_snapshot(
+    directory: Path, max_offset: int
+) -> tuple[int, ProducerStateManager] | None:
+    """The newest readable snapshot at or below `max_offset`; unreadable ones are deleted."""
+    for offset in reversed(snapshot_offsets(directory)):
+        if offset > max_offset:
+            continue
+        path = directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+        try:
+            return offset, ProducerStateManager.decode(path.read_bytes())
+        except (CorruptRecordError, OSError):
+            path.unlink(missing_ok=True)
+    return None
+
+
+def delete_snapshots(directory: Path, offsets: Iterable[int]) -> None:
+    for offset in offsets:
+        (directory / f"{offset:020d}{SNAPSHOT_SUFFIX}").unlink(missing_ok=True)
+
+
+def write_durably(path: Path, data: bytes) -> None:
+    """tmp + fsync + rename + fsync(dir): a reader sees the old file or the new one, whole."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

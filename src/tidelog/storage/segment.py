@@ -1,0 +1,395 @@
+"""One log segment: `<base offset, 20 digits>.log` plus its `.index` and `.timeindex`.
+
+The `.log` is a plain concatenation of record batches (magic v2, layout in
+`tidelog/records/batch.py`) whose offsets are already assigned; the segment never renumbers.
+Positions are u32 (segment.bytes <= 2^31 - 1). The indexes (layout in `index.py`) are derived.
+
+Lifecycle (a state table; Archived arrives with tiered storage):
+
+    ACTIVE   receives appends; indexes preallocated and writable
+    SEALED   rolled: no more appends, indexes trimmed; bytes may not be on disk yet
+    FLUSHED  sealed and fsynced (log, indexes): everything before it is durable
+    DELETED  files unlinked (retention, truncation, delete-records); fd closed later
+
+Truncation (replication) may turn the newest surviving SEALED/FLUSHED segment ACTIVE again.
+Blocking file I/O, called from the thread that owns the partition log.
+"""
+
+from __future__ import annotations
+
+import enum
+import mmap
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import crc32c as _crc32c
+
+from tidelog.errors import CorruptRecordError
+from tidelog.records.batch import CRC_START, HEADER_SIZE, MAGIC_V2, RecordBatch
+from tidelog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header
+_IOV_MAX = 1024
+_U32_SPAN = 2**32 - 1
+
+
+class SegmentState(enum.Enum):
+    ACTIVE = "active"
+    SEALED = "sealed"
+    FLUSHED = "flushed"
+    DELETED = "deleted"
+
+
+TRANSITIONS: dict[SegmentState, frozenset[SegmentState]] = {
+    SegmentState.ACTIVE: frozenset({SegmentState.SEALED, SegmentState.DELETED}),
+    SegmentState.SEALED: frozenset(
+        {SegmentState.FLUSHED, SegmentState.DELETED, SegmentState.ACTIVE}
+    ),
+    SegmentState.FLUSHED: frozenset({SegmentState.DELETED, SegmentState.ACTIVE}),
+    SegmentState.DELETED: frozenset(),
+}
+
+
+class BatchHeader(NamedTuple):
+    position: int
+    base_offset: int
+    size: int
+    last_offset_delta: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+
+def _header_from(buffer: bytes | mmap.mmap, offset: int, position: int) -> BatchHeader:
+    (base, length, _, _, _, _, delta, _, max_ts, pid, epoch, seq, _) = _HEADER.unpack_from(
+        buffer, offset
+    )
+    return BatchHeader(position, base, length + 12, delta, max_ts, pid, epoch, seq)
+
+
+def log_path(directory: Path, base_offset: int, suffix: str) -> Path:
+    return directory / f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    def __init__(
+        self, directory: Path, base_offset: int, *, index_bytes: int, interval_bytes: int
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.interval_bytes = interval_bytes
+        self.index_bytes = index_bytes
+        self.path = log_path(directory, base_offset, ".log")
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.state = SegmentState.ACTIVE
+        self.next_offset = base_offset  # exclusive end offset of the batches it holds
+        self.max_timestamp = -1
+        self.last_batch_offset = -1  # base offset of the last batch (final time-index entry)
+        self.bytes_since_index_entry = 0
+        self.rolling_base_ms: int | None = None  # now_ms of the first append since open
+        self.offset_index: OffsetIndex
+        self.time_index: TimeIndex
+        self._indexes_open = False
+
+    # --- opening ---------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, *, index_bytes: int, interval_bytes: int
+    ) -> LogSegment:
+        for suffix in (".log", ".index", ".timeindex"):
+            log_path(directory, base_offset, suffix).unlink(missing_ok=True)
+        segment = cls(
+            directory, base_offset, index_bytes=index_bytes, interval_bytes=interval_bytes
+        )
+        segment._open_indexes(writable=True)
+        return segment
+
+    @classmethod
+    def load(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_bytes: int,
+        interval_bytes: int,
+        next_base_offset: int | None,
+    ) -> LogSegment:
+        """Open without reading the log (clean start); a bad index is rebuilt from the log.
+
+        `next_base_offset` is the following segment's base (None for the newest segment,
+        whose end is found by a short header scan after its last index entry)."""
+        segment = cls(
+            directory, base_offset, index_bytes=index_bytes, interval_bytes=interval_bytes
+        )
+        active = next_base_offset is None
+        span = (next_base_offset if next_base_offset is not None else base_offset + _U32_SPAN)
+        try:
+            segment._open_indexes(writable=False)
+            segment.offset_index.check(segment.size, span - base_offset)
+            segment.time_index.check(span - base_offset)
+        except (IndexCorruptError, OSError):
+            segment.rebuild(validate=False, expected_offset=base_offset, sealed=not active)
+        else:
+            if active:
+                segment._load_tail()
+            else:
+                segment.max_timestamp = segment.time_index.last_timestamp
+                segment.next_offset = next_base_offset if segment.size else base_offset
+        if active:
+            segment.offset_index.make_writable()
+            segment.time_index.make_writable()
+        else:
+            segment.state = SegmentState.FLUSHED
+        return segment
+
+    def _open_indexes(self, *, writable: bool) -> None:
+        offset_path = log_path(self.directory, self.base_offset, ".index")
+        time_path = log_path(self.directory, self.base_offset, ".timeindex")
+        self.offset_index = OffsetIndex(offset_path, self.index_bytes, writable=writable)
+        try:
+            self.time_index = TimeIndex(time_path, self.index_bytes, writable=writable)
+        except (IndexCorruptError, OSError):
+            self.offset_index.close()
+            raise
+        self._indexes_open = True
+
+    def _close_indexes(self) -> None:
+        if self._indexes_open:
+            self.offset_index.close()
+            self.time_index.close()
+            self._indexes_open = False
+
+    def _load_tail(self) -> None:
+        """Derive in-memory state from the indexes plus the batches after the last entry."""
+        self.max_timestamp = self.time_index.last_timestamp
+        start = 0
+        if self.offset_index.entries:
+            relative, start = self.offset_index.entry_at(self.offset_index.entries - 1)
+            self.last_batch_offset = self.base_offset + relative
+        self.bytes_since_index_entry = self.size - start
+        for header in self.iter_headers(start):
+            self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+            self.last_batch_offset = header.base_offset
+            self.next_offset = header.last_offset + 1
+
+    # --- state -----------------------------------------------------------------------------
+    def transition(self, target: SegmentState) -> None:
+        if target not in TRANSITIONS[self.state]:
+            raise AssertionError(f"segment {self.base_offset}: {self.state} -> {target}")
+        self.state = target
+
+    # --- appending -------------------------------------------------------------------------
+    def fits(self, batch_count: int) -> bool:
+        """Room for `batch_count` more index entries plus the final time-index entry."""
+        return (
+            self.offset_index.entries + batch_count <= self.offset_index.max_entries
+            and self.time_index.entries + batch_count + 1 <= self.time_index.max_entries
+        )
+
+    def append(self, batches: Sequence[RecordBatch], total_size: int) -> None:
+        """Write already-numbered batches with one writev (no copies) and index them."""
+        buffers = [batch.buffer for batch in batches]
+        written = 0
+        for start in range(0, len(buffers), _IOV_MAX):
+            written += os.writev(self.fd, buffers[start : start + _IOV_MAX])
+        if written != total_size:
+            self._finish_short_write(buffers, written)
+        position = self.size
+        for batch in batches:
+            self._index_batch(position, batch.base_offset, batch.size, batch.max_timestamp)
+            self.last_batch_offset = batch.base_offset
+            position += batch.size
+        self.size = position
+        self.next_offset = batches[-1].next_offset
+
+    def _finish_short_write(self, buffers: list[memoryview], written: int) -> None:
+        """A regular file writes everything unless the disk is full; finish or fail loudly."""
+        data = memoryview(b"".join(buffers))[written:]
+        while data:
+            count = os.write(self.fd, data)
+            if count <= 0:
+                raise OSError("short write to the segment")
+            data = data[count:]
+
+    def _index_batch(self, position: int, base_offset: int, size: int, max_ts: int) -> None:
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+        if self.bytes_since_index_entry > self.interval_bytes:
+            relative = base_offset - self.base_offset
+            self.offset_index.append(relative, position)
+            if self.max_timestamp > self.time_index.last_timestamp:
+                self.time_index.append(self.max_timestamp, relative)
+            self.bytes_since_index_entry = 0
+        self.bytes_since_index_entry += size
+
+    def append_final_time_entry(self) -> None:
+        if self.last_batch_offset >= 0 and self.max_timestamp > self.time_index.last_timestamp:
+            self.time_index.append(self.max_timestamp, self.last_batch_offset - self.base_offset)
+
+    def seal(self) -> None:
+        self.append_final_time_entry()
+        self.offset_index.trim()
+        self.time_index.trim()
+        self.transition(SegmentState.SEALED)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    # --- reading ---------------------------------------------------------------------------
+    def read_header(self, position: int) -> BatchHeader | None:
+        if self.size - position < HEADER_SIZE:
+            return None
+        raw = os.pread(self.fd, HEADER_SIZE, position)
+        if len(raw) < HEADER_SIZE:
+            return None
+        return _header_from(raw, 0, position)
+
+    def iter_headers(self, position: int, end: int | None = None) -> Iterator[BatchHeader]:
+        """Batch headers from `position` (a batch boundary) to `end`, one pread each."""
+        limit = self.size if end is None else end
+        while position < limit:
+            header = self.read_header(position)
+            if header is None or header.size < HEADER_SIZE:
+                return
+            yield header
+            position += header.size
+
+    def find_batch(self, offset: int) -> BatchHeader | None:
+        """The first batch whose last offset >= `offset` (index lookup, then a header scan)."""
+        relative = max(0, offset - self.base_offset)
+        _, position = self.offset_index.lookup(min(relative, _U32_SPAN))
+        for header in self.iter_headers(position):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def position_of(self, offset: int) -> int:
+        """Byte position of the first batch whose last offset >= offset, else the size."""
+        header = self.find_batch(offset)
+        return self.size if header is None else header.position
+
+    def boundary_at_or_below(self, position: int, floor: int) -> int:
+        """The largest batch boundary in [floor, position] (floor itself is a boundary)."""
+        _, start = self.offset_index.lookup_position(position)
+        boundary = max(start, floor)
+        for header in self.iter_headers(boundary, self.size):
+            if header.position + header.size > position:
+                break
+            boundary = header.position + header.size
+        return boundary
+
+    def find_timestamp(self, timestamp: int) -> BatchHeader | None:
+        """The first batch whose maxTimestamp >= `timestamp`."""
+        if self.max_timestamp < timestamp:
+            return None
+        entry = self.time_index.last_entry_below(timestamp)
+        position = 0 if entry is None else self.offset_index.lookup(entry[1])[1]
+        for header in self.iter_headers(position):
+            if header.max_timestamp >= timestamp:
+                return header
+        return None
+
+    # --- recovery --------------------------------------------------------------------------
+    def rebuild(self, *, validate: bool, expected_offset: int, sealed: bool) -> int:
+        """Recreate both indexes from the log (D4) with the rule used on append; with
+        `validate`, check each batch's size, magic, CRC and offsets and truncate the file at
+        the first invalid byte. Returns the bytes truncated."""
+        self._close_indexes()
+        for suffix in (".index", ".timeindex"):
+            log_path(self.directory, self.base_offset, suffix).unlink(missing_ok=True)
+        self._open_indexes(writable=True)
+        self.max_timestamp = -1
+        self.last_batch_offset = -1
+        self.bytes_since_index_entry = 0
+        self.next_offset = max(self.base_offset, expected_offset)
+        file_size = os.fstat(self.fd).st_size
+        position = 0
+        if file_size:
+            with mmap.mmap(self.fd, file_size, access=mmap.ACCESS_READ) as data:
+                position = self._scan(data, file_size, validate)
+        if position < file_size:
+            os.ftruncate(self.fd, position)
+        self.size = position
+        self.append_final_time_entry()
+        if sealed:
+            self.offset_index.trim()
+            self.time_index.trim()
+        return file_size - position
+
+    def _scan(self, data: mmap.mmap, file_size: int, validate: bool) -> int:
+        position = 0
+        view = memoryview(data)
+        try:
+            while file_size - position >= HEADER_SIZE:
+                header = _header_from(data, position, position)
+                end = position + header.size
+                if header.size < HEADER_SIZE or end > file_size:
+                    break
+                if validate and not self._batch_ok(view, header, end):
+                    break
+                self._index_batch(position, header.base_offset, header.size, header.max_timestamp)
+                self.last_batch_offset = header.base_offset
+                self.next_offset = header.last_offset + 1
+                position = end
+        finally:
+            view.release()
+        return position
+
+    def _batch_ok(self, view: memoryview, header: BatchHeader, end: int) -> bool:
+        position = header.position
+        if view[position + 16] != MAGIC_V2:
+            return False
+        if header.base_offset < self.next_offset or header.last_offset_delta < 0:
+            return False
+        if header.last_offset - self.base_offset > _U32_SPAN:
+            return False
+        crc = int.from_bytes(view[position + 17 : position + 21], "big")
+        return int(_crc32c.crc32c(view[position + CRC_START : end])) == crc
+
+    def truncate_to_position(self, position: int) -> None:
+        """Cut the log (replication truncation) and rebuild the indexes; becomes ACTIVE."""
+        os.ftruncate(self.fd, position)
+        self.rebuild(validate=False, expected_offset=self.base_offset, sealed=False)
+        if self.state is not SegmentState.ACTIVE:
+            self.transition(SegmentState.ACTIVE)
+
+    # --- closing ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Clean close: the final time entry, trimmed indexes (their size is their count)."""
+        if self.state is SegmentState.DELETED:
+            return
+        if self.offset_index.writable:
+            self.append_final_time_entry()
+            self.offset_index.trim()
+            self.time_index.trim()
+        self._close_indexes()
+        os.close(self.fd)
+        self.fd = -1
+
+    def delete(self) -> int:
+        """Unlink the files; returns the fd, which stays readable for in-flight FileSlices."""
+        self._close_indexes()
+        for suffix in (".index", ".timeindex"):
+            log_path(self.directory, self.base_offset, suffix).unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)
+        self.transition(SegmentState.DELETED)
+        fd, self.fd = self.fd, -1
+        return fd
+
+
+def verify_batch(buffer: memoryview) -> None:
+    """Header, magic and CRC of one stored batch (tests, tools); raises CorruptRecordError."""
+    batch = RecordBatch(buffer)
+    if not batch.is_valid():
+        raise CorruptRecordError(f"batch at offset {batch.base_offset} fails its CRC")
