@@ -17,6 +17,7 @@ from types import NoneType, UnionType
 from typing import Any, Union, get_args, get_origin
 
 from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.serial._introspect import (
     EntityField,
@@ -49,8 +50,10 @@ def _primitive(kafka_type: str, rnd: random.Random) -> Any:
             return rnd.randint(-(2**31), 2**31 - 1)
         case "int64":
             return rnd.randint(-(2**63), 2**63 - 1)
-        case "uint16":
-            return rnd.randint(0, 2**16 - 1)
+        case "uint8" | "uint16" | "uint32" | "uint64":
+            return rnd.randint(0, 255)
+        case "error_code":
+            return rnd.choice([ErrorCode.none, ErrorCode.unsupported_version])
         case "float64":
             return rnd.random()
         case "bool":

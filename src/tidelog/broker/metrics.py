@@ -20,9 +20,10 @@ Exposed families (all prefixed `tidelog_`):
     requests_total{api}                         counter  requests handled, per Kafka API
     request_errors_total{api,error}             counter  requests answered with an error
     request_latency_seconds{api}                histogram  receipt -> response queued
-    fsync_latency_seconds                       histogram  one group-commit fsync
-    connections_open                            gauge
-    connections_total                           counter  connections accepted
+    fsync_latency_seconds                       histogram  sync-mode append -> its fsync done
+                                                         (includes waiting for the shared
+                                                         group-commit fsync)
+    connections_open                            gauge    (scrape time)
     log_start_offset{topic,partition}           gauge    (scrape time)
     log_end_offset{topic,partition}             gauge    (scrape time)
     log_size_bytes{topic,partition}             gauge    bytes on disk (scrape time)
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -160,8 +162,7 @@ class BrokerMetrics:
         self.errors: dict[tuple[int, str], int] = {}
         self.latency: dict[int, Histogram] = {}
         self.fsync_latency = Histogram(FSYNC_BUCKETS_S)
-        self.connections_open = 0
-        self.connections_total = 0
+        self._connection_source: Callable[[], int] | None = None
         self._partition_source: PartitionSource | None = None
         self._group_source: GroupSource | None = None
         self.registry = CollectorRegistry(auto_describe=False)
@@ -173,6 +174,9 @@ class BrokerMetrics:
 
     def set_group_source(self, source: GroupSource) -> None:
         self._group_source = source
+
+    def set_connection_source(self, source: Callable[[], int]) -> None:
+        self._connection_source = source
 
     # --- hot path ----------------------------------------------------------------------
     def record_request(self, api_key: int, latency_s: float, error: str | None = None) -> None:
@@ -201,22 +205,41 @@ class BrokerMetrics:
         self.messages_out[key] = self.messages_out.get(key, 0) + records
         self.bytes_out[key] = self.bytes_out.get(key, 0) + size
 
+    def record_fetch_response(self, wanted: Iterable[Any], topics: Iterable[Any]) -> None:
+        """After a Fetch is answered: bytes and records served per partition.
+
+        `wanted` items have name, partition, fetch_offset; `topics` are wire.FetchTopicData.
+        The broker never decodes fetched batches (D2), so records are counted as offsets served:
+        from fetch_offset to the base offset of the batch that follows the last slice (one
+        8-byte pread per partition), capped at the high watermark.
+        """
+        fetch_offsets = {(w.name, w.partition): w.fetch_offset for w in wanted}
+        for topic in topics:
+            for partition in topic.partitions:
+                slices = partition.records
+                if not slices:
+                    continue
+                index = partition.partition_index
+                last = slices[-1]
+                served = served_offsets(
+                    last.file.fileno(), last.position + last.length,
+                    fetch_offsets.get((topic.name, index), partition.high_watermark),
+                    partition.high_watermark,
+                )
+                self.record_fetch(topic.name, index, served, sum(s.length for s in slices))
+
     def record_fsync(self, latency_s: float) -> None:
         """Called on the group-commit thread; it is the histogram's only writer."""
         self.fsync_latency.observe(latency_s)
-
-    def connection_opened(self) -> None:
-        self.connections_open += 1
-        self.connections_total += 1
-
-    def connection_closed(self) -> None:
-        self.connections_open -= 1
 
     # --- scrape time -------------------------------------------------------------------
     def partitions(self) -> list[PartitionStats]:
         if self._partition_source is None:
             return []
         return list(self._partition_source())
+
+    def connections_open(self) -> int:
+        return 0 if self._connection_source is None else self._connection_source()
 
     def groups(self) -> GroupStats | None:
         if self._group_source is None:
@@ -268,16 +291,14 @@ class _Collector:
             latency.add_metric((api_name(api_key),), histogram.cumulative(), histogram.sum)
         yield latency
         fsync = HistogramMetricFamily(
-            "tidelog_fsync_latency_seconds", "Duration of one group-commit fsync."
+            "tidelog_fsync_latency_seconds",
+            "Sync-durability append to fsync done (group commit, per waiting produce).",
         )
         fsync.add_metric((), m.fsync_latency.cumulative(), m.fsync_latency.sum)
         yield fsync
 
         yield GaugeMetricFamily(
-            "tidelog_connections_open", "Open client connections.", value=m.connections_open
-        )
-        yield CounterMetricFamily(
-            "tidelog_connections", "Connections accepted.", value=m.connections_total
+            "tidelog_connections_open", "Open client connections.", value=m.connections_open()
         )
         yield from self._collect_logs_and_groups()
 
@@ -314,11 +335,11 @@ class _Collector:
             labels=group_labels,
         )
         for entry in sorted(groups.offsets, key=lambda o: (o.group, o.topic, o.partition)):
-            key = (entry.group, entry.topic, str(entry.partition))
-            committed.add_metric(key, entry.committed_offset)
+            group_key = (entry.group, entry.topic, str(entry.partition))
+            committed.add_metric(group_key, entry.committed_offset)
             end_offset = log_end.get((entry.topic, entry.partition))
             if end_offset is not None:
-                lag.add_metric(key, max(0, end_offset - entry.committed_offset))
+                lag.add_metric(group_key, max(0, end_offset - entry.committed_offset))
         yield committed
         yield lag
 
@@ -328,6 +349,31 @@ def render(metrics: BrokerMetrics) -> bytes:
     from prometheus_client.exposition import generate_latest
 
     return generate_latest(metrics.registry)
+
+
+def served_offsets(fd: int, end_position: int, fetch_offset: int, high_watermark: int) -> int:
+    """Offsets from fetch_offset up to the batch starting at end_position (its baseOffset, the
+    first 8 bytes), or up to the high watermark when the slice ends the file."""
+    raw = os.pread(fd, 8, end_position)
+    next_offset = high_watermark
+    if len(raw) == 8:
+        next_offset = min(high_watermark, int.from_bytes(raw, "big", signed=True))
+    return max(0, next_offset - fetch_offset)
+
+
+def group_stats(groups: Any) -> GroupStats | None:
+    """Groups per state and committed offsets from the broker's group service (scrape time).
+
+    None when the broker runs without a group service. The service exposes
+    `metrics_snapshot() -> GroupStats`.
+    """
+    if groups is None:
+        return None
+    snapshot = getattr(groups, "metrics_snapshot", None)
+    if snapshot is None:
+        return None
+    result: GroupStats = snapshot()
+    return result
 
 
 def log_manager_source(logs: Any) -> PartitionSource:

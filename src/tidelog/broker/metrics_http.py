@@ -33,10 +33,12 @@ import contextlib
 import logging
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from tidelog.broker.metrics import BrokerMetrics, render
+from tidelog.broker.metrics import BrokerMetrics, group_stats, log_manager_source, render
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ _HEALTH_CORRELATION_ID = 0x7E1D
 
 
 class MetricsAddressError(ValueError):
-    """`--metrics` value that is neither HOST:PORT nor `off`."""
+    """`--metrics` value that is neither HOST:PORT nor `off`, or an address that cannot be bound."""
 
 
 def parse_metrics_address(value: str) -> tuple[str, int] | None:
@@ -149,7 +151,8 @@ def _response(status: int, body: bytes, content_type: str, *, head: bool = False
 class MetricsServer:
     """`GET /metrics` and `GET /health` on the broker's loop. start() then close()."""
 
-    def __init__(self, metrics: BrokerMetrics, target: HealthTarget, host: str, port: int) -> None:
+    def __init__(self, metrics: BrokerMetrics, target: Callable[[], HealthTarget], host: str,
+                 port: int) -> None:
         self._metrics = metrics
         self._target = target
         self._host = host
@@ -205,8 +208,54 @@ class MetricsServer:
         if path == "/metrics":
             return _response(200, render(self._metrics),
                              "text/plain; version=0.0.4; charset=utf-8", head=is_head)
-        failures = await health(self._target)
+        failures = await health(self._target())
         if failures:
             body = ("\n".join(failures) + "\n").encode()
             return _response(503, body, "text/plain; charset=utf-8", head=is_head)
         return _response(200, b"ok\n", "text/plain; charset=utf-8", head=is_head)
+
+
+def _health_host(listen_host: str) -> str:
+    # A wildcard listener is reached over loopback.
+    return "127.0.0.1" if listen_host in ("", "0.0.0.0", "::") else listen_host
+
+
+async def start_metrics(
+    broker: Any,
+    connection_count: Callable[[], int],
+    address: tuple[str, int] | None,
+    *,
+    required: bool,
+) -> MetricsServer | None:
+    """Attach `broker.metrics` and serve it at `address` (None: metrics off, nothing counted).
+
+    May run before the Kafka listener is bound: /health reads the listen address when asked.
+    When the port is taken, an explicitly requested address (`required`) raises
+    MetricsAddressError; the default one logs a warning and the broker runs without the
+    endpoint (a second broker on one host must still start).
+    """
+    if address is None:
+        return None
+    metrics = BrokerMetrics()
+    metrics.set_partition_source(log_manager_source(broker.logs))
+    metrics.set_connection_source(connection_count)
+    metrics.set_group_source(lambda: group_stats(getattr(broker, "groups", None)))
+
+    def target() -> HealthTarget:
+        config = broker.config  # read per check: port 0 is resolved once the listener is bound
+        return HealthTarget(_health_host(config.listen_host), config.listen_port, config.data_dir)
+
+    server = MetricsServer(metrics, target, *address)
+    try:
+        await server.start()
+    except OSError as exc:
+        if required:
+            raise MetricsAddressError(
+                f"cannot listen on {address[0]}:{address[1]} for --metrics: "
+                f"{exc.strerror or exc}") from None
+        log.warning("metrics endpoint disabled: cannot listen on %s:%d: %s",
+                    address[0], address[1], exc.strerror or exc)
+        return None
+    broker.metrics = metrics
+    log.info("metrics on http://%s:%d/metrics (and /health)", *server.address)
+    return server

@@ -13,24 +13,25 @@ response without one cannot carry it, and the connection is closed, as Kafka doe
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker import responses
-from tidelog.broker.handlers import api_versions, fetch, list_offsets, metadata, produce, producer
+from tidelog.broker.handlers import (
+    admin,
+    api_versions,
+    fetch,
+    list_offsets,
+    metadata,
+    produce,
+    producer,
+)
+from tidelog.broker.logformat import request_extra
 from tidelog.errors import ErrorCode, KafkaError, TidelogError
 from tidelog.protocol.codec import RequestHeader
-
-try:
-    from tidelog.protocol.versions import SUPPORTED_VERSIONS
-except ImportError:  # the protocol engineer's version table has not landed in this tree yet
-    SUPPORTED_VERSIONS = {
-        0: (3, 10), 1: (4, 16), 2: (1, 7), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6),
-        11: (0, 7), 12: (0, 4), 13: (0, 4), 14: (0, 5), 15: (0, 5), 16: (0, 4), 18: (0, 4),
-        19: (2, 7), 20: (1, 6), 21: (0, 2), 22: (0, 4), 32: (0, 4), 37: (0, 3), 44: (0, 1),
-        47: (0, 0), 60: (0, 1), 68: (0, 1), 69: (0, 0),
-    }
+from tidelog.protocol.versions import SUPPORTED_VERSIONS
 
 if TYPE_CHECKING:
     from tidelog.broker.state import Broker
@@ -48,7 +49,7 @@ class RequestContext:
 Handler = Callable[["Broker", RequestContext, Any], Awaitable[Any | None]]
 
 HANDLERS: dict[int, Handler] = {}
-for _family in (api_versions, metadata, produce, fetch, list_offsets, producer):
+for _family in (api_versions, metadata, produce, fetch, list_offsets, producer, admin):
     HANDLERS.update(_family.HANDLERS)
 
 
@@ -77,7 +78,8 @@ def error_response(header: RequestHeader, code: ErrorCode) -> Any:
     cls = responses.response_class(header.api_key, header.api_version)
     if not responses.has_field(cls, "error_code"):
         raise UnanswerableError(
-            f"api {header.api_key} v{header.api_version} has no top-level error code for {code.name}"
+            f"api {header.api_key} v{header.api_version} has no top-level error code"
+            f" for {code.name}"
         )
     return responses.build(cls, error_code=code)
 
@@ -85,13 +87,28 @@ def error_response(header: RequestHeader, code: ErrorCode) -> Any:
 async def dispatch(broker: Broker, context: RequestContext, body: Any) -> Any | None:
     """Run the handler of a supported request; map typed errors onto the response."""
     handler = HANDLERS[context.header.api_key]
+    started = time.perf_counter()
+    error_name: str | None = None
     try:
         return await handler(broker, context, body)
     except KafkaError as error:
-        log.info("api %d: %s", context.header.api_key, error)
+        error_name = error.code.name
+        log.info("api %d: %s", context.header.api_key, error, extra=_log_context(context))
         return error_response(context.header, error.code)
     except (TidelogError, ValueError, TypeError, LookupError, OSError) as error:
         # A bug or an I/O failure: the traceback goes to the log; the client sees
         # UNKNOWN_SERVER_ERROR (or a closed connection) and the broker keeps serving.
-        log.exception("api %d failed: %s", context.header.api_key, error)
+        error_name = ErrorCode.UNKNOWN_SERVER_ERROR.name
+        log.exception(
+            "api %d failed: %s", context.header.api_key, error, extra=_log_context(context)
+        )
         return error_response(context.header, ErrorCode.UNKNOWN_SERVER_ERROR)
+    finally:
+        if broker.metrics is not None:  # one histogram bucket and two dict increments
+            broker.metrics.record_request(
+                context.header.api_key, time.perf_counter() - started, error_name
+            )
+
+
+def _log_context(context: RequestContext) -> dict[str, Any]:
+    return request_extra(context.header, context.client_host, context.client_port)

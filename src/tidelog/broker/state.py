@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -137,7 +138,12 @@ class Broker:
                     KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"fsync failed: {error}")
                 )
 
+        metrics = self.metrics
+        requested = time.perf_counter()
+
         def on_fsync_thread(error: BaseException | None) -> None:
+            if metrics is not None:  # the fsync thread is the histogram's only writer
+                metrics.record_fsync(time.perf_counter() - requested)
             loop.call_soon_threadsafe(settle, error)
 
         self.logs.request_sync(partition_log, end_offset, on_fsync_thread)
@@ -152,4 +158,3 @@ class Broker:
         self.closing = True
         self.append_waiters.wake_all()
         self.logs.close(clean=True)
-

@@ -276,7 +276,9 @@ def apply_incremental(
         try:
             op = AlterOp(op_code)
         except ValueError:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op_code}")
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"unknown config operation {op_code}"
+            ) from None
         if op is AlterOp.DELETE:
             result.pop(name, None)
             continue

@@ -69,7 +69,8 @@ class _Reader:
     def need(self, count: int) -> None:
         if count < 0 or self.position + count > len(self.frame):
             raise ProtocolDecodeError(
-                f"field of {count} bytes at {self.position} runs past the {len(self.frame)}-byte frame"
+                f"field of {count} bytes at {self.position} runs past the"
+                f" {len(self.frame)}-byte frame"
             )
 
     def int16(self) -> int:

@@ -45,7 +45,8 @@ def _show(data: bytes | None, limit: int) -> str:
 
 
 def _print_records(batch: RecordBatch, summary: SegmentSummary, limit: int) -> None:
-    kind = "LogAppendTime" if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else "CreateTime"
+    append_time = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+    kind = "LogAppendTime" if append_time else "CreateTime"
     try:
         for record in iter_records(batch):
             headers = ", ".join(f"{k}={_show(v, limit)}" for k, v in record.headers)
@@ -71,7 +72,7 @@ def dump_segment(path: Path, *, records: bool, value_limit: int) -> SegmentSumma
     with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
         position = 0
         while size - position >= HEADER_SIZE:
-            batch_size = peek_batch_size(view, position)
+            batch_size = peek_batch_size(memoryview(view)[position : position + 12], 0)
             if batch_size < HEADER_SIZE or position + batch_size > size:
                 break
             # mmap slicing copies this one batch: no view outlives the mapping

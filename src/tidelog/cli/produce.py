@@ -103,15 +103,16 @@ def produce_command(
     if partition is not None and partition not in topic_partitions(producer, topic):
         raise ToolError(f"topic {topic!r} has no partition {partition}")
 
-    outcome = {"delivered": 0, "failed": 0, "first_error": ""}
+    outcome: dict[str, int] = {"delivered": 0, "failed": 0}
+    first_error: list[str] = []
 
     def on_delivery(error: Any, message: Any) -> None:
         if error is None:
             outcome["delivered"] += 1
             return
         outcome["failed"] += 1
-        if not outcome["first_error"]:
-            outcome["first_error"] = kafka_error_text(error)
+        if not first_error:
+            first_error.append(kafka_error_text(error))
 
     stream: BinaryIO = file_path.open("rb") if file_path else sys.stdin.buffer
     total_bytes = file_path.stat().st_size if file_path else None
@@ -160,5 +161,5 @@ def produce_command(
                         f"{FLUSH_TIMEOUT_S:g}s (is the broker at {bootstrap} healthy?)")
     if outcome["failed"]:
         raise ToolError(f"{outcome['failed']} of {sent} messages failed: "
-                        f"{outcome['first_error']}")
+                        f"{first_error[0]}")
     stderr.print(f"produced {outcome['delivered']:,} messages to {topic} in {elapsed:.2f}s")

@@ -34,8 +34,11 @@ DEFAULT_TIMEOUT_S = 10.0
 
 _bootstrap_option = click.option(
     "--bootstrap",
+    "--bootstrap-server",
     "-b",
+    "bootstrap",
     default=DEFAULT_BOOTSTRAP,
+    envvar="TIDELOG_BOOTSTRAP_SERVER",
     show_default=True,
     metavar="HOST:PORT[,HOST:PORT...]",
     help="Broker(s) to contact; any Kafka-compatible broker works.",

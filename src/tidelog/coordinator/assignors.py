@@ -36,7 +36,9 @@ def _sort_key(partition: Partition) -> tuple[str, int]:
     return (str(partition[0]), partition[1])
 
 
-def _to_assignment(owned: Mapping[str, list[Partition]], members: Mapping[str, object]) -> Assignment:
+def _to_assignment(
+    owned: Mapping[str, list[Partition]], members: Mapping[str, object]
+) -> Assignment:
     result: Assignment = {member_id: {} for member_id in members}
     for member_id, partitions in owned.items():
         by_topic: dict[uuid.UUID, set[int]] = {}
@@ -56,7 +58,9 @@ def _eligible(spec: AssignmentSpec) -> dict[Partition, list[str]]:
     return eligible
 
 
-def _retained(spec: AssignmentSpec, eligible: Mapping[Partition, list[str]]) -> dict[str, list[Partition]]:
+def _retained(
+    spec: AssignmentSpec, eligible: Mapping[Partition, list[str]]
+) -> dict[str, list[Partition]]:
     """Each member's previous partitions that still exist and that it still subscribes to."""
     kept: dict[str, list[Partition]] = {member_id: [] for member_id in spec.members}
     for member_id, topics in spec.previous.items():

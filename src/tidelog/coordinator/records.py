@@ -59,6 +59,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any, ClassVar
 
 from tidelog.errors import CorruptRecordError
@@ -216,10 +217,7 @@ def _read_struct(reader: _Reader, cls: type, version: int) -> Any:
             continue
         kind = spec.kind
         if isinstance(kind, type):
-            element_cls = kind
-            values[spec.name] = _read_array(
-                reader, lambda element_cls=element_cls: _read_struct(reader, element_cls, version)
-            )
+            values[spec.name] = _read_array(reader, partial(_read_struct, reader, kind, version))
         elif kind in _FIXED:
             values[spec.name] = reader.unpack(_FIXED[kind])
         elif kind == STRING:
@@ -235,7 +233,7 @@ def _read_struct(reader: _Reader, cls: type, version: int) -> Any:
         elif kind == UUID:
             values[spec.name] = uuid.UUID(bytes=reader.take(16))
         elif kind == STRING_ARRAY:
-            values[spec.name] = _read_array(reader, lambda: reader.string() or "")
+            values[spec.name] = _read_array(reader, reader.string)
         elif kind == INT32_ARRAY:
             values[spec.name] = _read_array(reader, lambda: reader.unpack(_I32))
     if reader.flexible:

@@ -40,7 +40,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from tidelog.errors import ProtocolDecodeError
-from tidelog.protocol.guard import check_request
+from tidelog.protocol.guard import check_request, request_plan
 from tidelog.protocol.versions import SUPPORTED_VERSIONS, api_name, is_supported
 
 _HEADER_FIXED = struct.Struct(">hhih")
@@ -100,6 +100,19 @@ def _reader(schema: Any) -> Any:
 @cache
 def _writer(schema: Any) -> Any:
     return entity_writer(schema)
+
+
+def prepare(supported: Mapping[int, tuple[int, int]] = SUPPORTED_VERSIONS) -> None:
+    """Load every request schema, kio reader and guard plan of ``supported`` now.
+
+    Call once at broker start-up: the first request of each kind is then as fast as the
+    rest, and a schema the guard cannot check fails at start-up instead of mid-traffic.
+    """
+    for api_key, (low, high) in supported.items():
+        for api_version in range(low, high + 1):
+            schema = request_schema(api_key, api_version)
+            _reader(schema)
+            request_plan(schema)
 
 
 def decode_request(

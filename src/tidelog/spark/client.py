@@ -59,9 +59,15 @@ class Cluster:
     def partitions(self, subscription: Subscription) -> list[tuple[str, int]]:
         if subscription.kind == "assign":
             return sorted(subscription.assigned)
-        metadata = self._consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+        if subscription.kind == "subscribe":
+            # Ask for the named topics only: cheaper than listing the whole cluster.
+            listed = {}
+            for wanted in subscription.topics:
+                listed.update(self._consumer.list_topics(wanted, timeout=METADATA_TIMEOUT_S).topics)
+        else:
+            listed = self._consumer.list_topics(timeout=METADATA_TIMEOUT_S).topics
         found: list[tuple[str, int]] = []
-        for name, topic in metadata.topics.items():
+        for name, topic in listed.items():
             if topic.error is not None or not subscription.matches(name):
                 continue
             if subscription.kind == "subscribePattern" and name.startswith("__"):
@@ -69,7 +75,9 @@ class Cluster:
             found.extend((name, index) for index in topic.partitions)
         return sorted(found)
 
-    def watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+    def watermarks(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int]]:
         """(log_start_offset, high_watermark) of each partition."""
         result: dict[tuple[str, int], tuple[int, int]] = {}
         for topic, partition in partitions:

@@ -24,6 +24,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 EARLIEST = -2
 LATEST = -1
@@ -33,6 +34,22 @@ _UNSUPPORTED_KAFKA_KEYS = frozenset(
     {"group.id", "auto.offset.reset", "enable.auto.commit", "key.deserializer",
      "value.deserializer", "key.serializer", "value.serializer"}
 )
+
+
+class _Options(dict[str, str]):
+    """Option names are case-insensitive in Spark (the data source sees them lower-cased)."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        super().__init__({str(k).lower(): str(v) for k, v in options.items()})
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return super().get(key.lower(), default)
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(key.lower())
 
 
 class SourceOptionError(ValueError):
@@ -131,6 +148,7 @@ def _partition_json(raw: str, name: str) -> dict[tuple[str, int], int]:
 
 
 def parse_subscription(options: Mapping[str, str]) -> Subscription:
+    options = _Options(options)
     given = [k for k in ("subscribe", "subscribePattern", "assign") if options.get(k)]
     if len(given) != 1:
         raise SourceOptionError(
@@ -177,7 +195,8 @@ def parse_offset_spec(options: Mapping[str, str], side: str, default: str) -> Of
             raise SourceOptionError(f"option {side}Timestamp must be ms, got {raw_ts!r}") from None
     raw_by_ts = options.get(f"{side}OffsetsByTimestamp")
     if raw_by_ts is not None:
-        return OffsetSpec("timestamps", timestamps=_partition_json(raw_by_ts, f"{side}OffsetsByTimestamp"))
+        by_time = _partition_json(raw_by_ts, f"{side}OffsetsByTimestamp")
+        return OffsetSpec("timestamps", timestamps=by_time)
     raw = options.get(f"{side}Offsets", default).strip()
     if raw.lower() in ("earliest", "latest"):
         return OffsetSpec(raw.lower())
@@ -194,7 +213,8 @@ def kafka_config(options: Mapping[str, str]) -> dict[str, str]:
     for key, value in options.items():
         if not key.lower().startswith("kafka."):
             continue
-        name = key[len("kafka."):]
+        # librdkafka names are lower case with dots, so lower-casing loses nothing.
+        name = key[len("kafka."):].lower()
         if name in _UNSUPPORTED_KAFKA_KEYS:
             raise SourceOptionError(f"option kafka.{name} is not supported: the source manages it")
         config[name] = value
@@ -205,7 +225,7 @@ def kafka_config(options: Mapping[str, str]) -> dict[str, str]:
 
 def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
     """Validate options for a batch (`streaming=False`) or streaming read."""
-    lowered = {k: v for k, v in options.items()}
+    lowered = _Options(options)
     config = kafka_config(lowered)
     starting = parse_offset_spec(lowered, "starting", "latest" if streaming else "earliest")
     if streaming:

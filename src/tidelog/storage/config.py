@@ -181,9 +181,10 @@ def _parse_policy(name: str, raw: str) -> object:
     return ",".join(sorted({part.strip() for part in raw.split(",")}))
 
 
-_PARSERS: dict[str, Callable[[str, str], object]] = {
+_INT_PARSERS: dict[str, Callable[[str, str], object]] = {
     name: _parse_int for name in TOPIC_CONFIG_NAMES
-} | {
+}
+_PARSERS: dict[str, Callable[[str, str], object]] = _INT_PARSERS | {
     "durability": _parse_str,
     "cleanup.policy": _parse_policy,
     "message.timestamp.type": _parse_str,

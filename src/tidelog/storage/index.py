@@ -169,13 +169,17 @@ class OffsetIndex(_MappedIndex):
         return low - 1
 
     def check(self, log_size: int, offset_span: int) -> None:
-        """Kafka's sanity check, over every entry: both columns strictly increasing, inside the log."""
+        """Kafka's sanity check on every entry: both columns increase, all inside the log."""
         values = array("I", self.raw_entries())
         if values and struct.pack("=I", 1) != struct.pack(">I", 1):
             values.byteswap()
         relative, position = values[0::2], values[1::2]
         if not _strictly_increasing(relative) or not _strictly_increasing(position):
             raise IndexCorruptError(f"{self.path.name}: entries not increasing")
+        if position and position[0] == 0:
+            # The first batch is never indexed (bytes since the last entry start at 0), so a
+            # zero entry is preallocated space that a crash left unwritten.
+            raise IndexCorruptError(f"{self.path.name}: zero entry")
         if relative and (relative[-1] >= offset_span or position[-1] >= log_size):
             raise IndexCorruptError(f"{self.path.name}: entry points past the log")
 

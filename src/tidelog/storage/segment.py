@@ -139,7 +139,7 @@ class LogSegment:
         except (IndexCorruptError, OSError):
             segment.rebuild(validate=False, expected_offset=base_offset, sealed=not active)
         else:
-            if active:
+            if next_base_offset is None:
                 segment._load_tail()
             else:
                 segment.max_timestamp = segment.time_index.last_timestamp
@@ -289,16 +289,29 @@ class LogSegment:
             boundary = header.position + header.size
         return boundary
 
-    def find_timestamp(self, timestamp: int) -> BatchHeader | None:
-        """The first batch whose maxTimestamp >= `timestamp`."""
+    def find_timestamp(self, timestamp: int, *, min_offset: int = 0) -> BatchHeader | None:
+        """The first batch whose maxTimestamp >= `timestamp` (and last offset >= min_offset)."""
         if self.max_timestamp < timestamp:
             return None
         entry = self.time_index.last_entry_below(timestamp)
         position = 0 if entry is None else self.offset_index.lookup(entry[1])[1]
         for header in self.iter_headers(position):
-            if header.max_timestamp >= timestamp:
+            if header.max_timestamp >= timestamp and header.last_offset >= min_offset:
                 return header
         return None
+
+    def scan_headers(self, position: int) -> Iterator[BatchHeader]:
+        """Every batch header from `position` through one read-only mapping (bulk replay)."""
+        size = self.size
+        if size - position < HEADER_SIZE:
+            return
+        with mmap.mmap(self.fd, size, access=mmap.ACCESS_READ) as data:
+            while size - position >= HEADER_SIZE:
+                header = _header_from(data, position, position)
+                if header.size < HEADER_SIZE or position + header.size > size:
+                    return
+                yield header
+                position += header.size
 
     # --- recovery --------------------------------------------------------------------------
     def rebuild(self, *, validate: bool, expected_offset: int, sealed: bool) -> int:

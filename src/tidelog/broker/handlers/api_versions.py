@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker import responses
-from tidelog.errors import ErrorCode
+from tidelog.protocol import versions
 
 if TYPE_CHECKING:
     from tidelog.broker.router import RequestContext
@@ -18,16 +17,10 @@ if TYPE_CHECKING:
 API_VERSIONS = 18
 
 
-def api_versions_response(api_version: int, error_code: ErrorCode = ErrorCode.NONE) -> Any:
+def api_versions_response(api_version: int) -> Any:
     from tidelog.broker import router  # the table includes this module: import at call time
 
-    module = responses.response_module(API_VERSIONS, api_version)
-    cls = responses.response_class(API_VERSIONS, api_version)
-    entries = tuple(
-        responses.build(module.ApiVersion, api_key=key, min_version=low, max_version=high)
-        for key, (low, high) in router.advertised_versions().items()
-    )
-    return responses.build(cls, error_code=error_code, api_keys=entries, throttle_time=0)
+    return versions.api_versions_response(api_version, router.advertised_versions())
 
 
 async def handle_api_versions(broker: Broker, context: RequestContext, request: Any) -> Any:

@@ -151,6 +151,8 @@ async def handle_fetch(broker: Broker, context: RequestContext, request: Any) ->
             break
         _close(topics)  # not enough yet: park, then read again from the same offsets
         await broker.append_waiters.wait(partitions, remaining_ms)
+    if broker.metrics is not None:
+        broker.metrics.record_fetch_response(wanted, topics)
     return encode_fetch_response(context.header, topics)
 
 

@@ -74,6 +74,11 @@ async def handle_produce(
                 )
                 if not result.duplicate:
                     broker.append_waiters.notify(TopicPartition(topic.name, partition.index))
+                    if broker.metrics is not None:
+                        broker.metrics.record_produce(
+                            topic.name, partition.index,
+                            result.last_offset - result.base_offset + 1, len(partition.records),
+                        )
                 if partition_log.config.durability == "sync":
                     durable_waits.append((partition_log, result.last_offset + 1))
             partition_responses.append(fields)

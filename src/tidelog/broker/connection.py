@@ -1,0 +1,301 @@
+"""One client connection: frames in, handlers run concurrently, responses out in request order.
+
+Runs on the event loop; must not block. The adapter is thin (STYLE: uvicorn): bytes from the
+transport are cut into frames, each frame is decoded sans-I/O (`protocol.codec`, or `wire` for
+Produce, whose record sets stay writable views into the frame) and dispatched by the router.
+
+Receiving (asyncio.BufferedProtocol, so the kernel copies straight into our buffers):
+- `_buffer` (RECEIVE_BUFFER_BYTES) collects small frames; each complete frame is copied out
+  into its own bytearray (the log rewrites baseOffset in it).
+- A frame larger than half the buffer gets its own bytearray of exactly its declared size, and
+  the kernel fills it directly: no second copy of big produce requests.
+- A declared size above socket.request.max.bytes (or below the 8-byte header) closes the
+  connection before anything is allocated.
+
+Ordering and bounds: at most `max_in_flight_per_connection` requests run at once (reading
+pauses at the limit and while the client is not reading its responses); responses are written
+strictly in request order, Fetch record bytes by sendfile after their header bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker import router
+from tidelog.broker.handlers.api_versions import API_VERSIONS
+from tidelog.broker.wire import (
+    PRODUCE_KEY,
+    Outgoing,
+    SendSlice,
+    decode_produce_request,
+    decode_request_header,
+)
+from tidelog.errors import ProtocolDecodeError
+from tidelog.protocol.codec import RequestHeader, decode_request, encode_response, parse_header
+from tidelog.protocol.versions import encode_unsupported_api_versions
+
+if TYPE_CHECKING:
+    from tidelog.broker.server import BrokerServer
+
+RECEIVE_BUFFER_BYTES = 1 << 20
+MIN_FRAME_BYTES = 8  # api_key, api_version, correlation_id
+_SIZE = struct.Struct(">i")
+log = logging.getLogger("tidelog.broker.connection")
+
+
+class Connection(asyncio.BufferedProtocol):
+    def __init__(self, server: BrokerServer) -> None:
+        self._server = server
+        self._broker = server.broker
+        self._max_frame_bytes = server.broker.config.socket_request_max_bytes
+        self._max_in_flight = server.broker.config.max_in_flight_per_connection
+        self._buffer = bytearray(RECEIVE_BUFFER_BYTES)
+        self._view = memoryview(self._buffer)
+        self._start = 0  # first unparsed byte in _buffer
+        self._end = 0  # end of received bytes in _buffer
+        self._big_frame: bytearray | None = None  # a large frame being filled in place
+        self._big_filled = 0
+        self._pending: deque[tuple[RequestHeader, asyncio.Task[Any]]] = deque()
+        self._read_blockers: set[str] = set()
+        self._writer_task: asyncio.Task[None] | None = None
+        self._transport: asyncio.Transport | None = None
+        self._peer: tuple[str, int] = ("", 0)
+        self._closed = False
+
+    # --- transport callbacks ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self._peer = (str(peer[0]), int(peer[1]))
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.set_write_buffer_limits(high=4 << 20)
+        if not self._server.register(self):
+            log.warning("max.connections reached: refusing %s:%d", *self._peer)
+            self._closed = True
+            transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._server.unregister(self)
+        for _, task in self._pending:
+            task.cancel()
+            task.add_done_callback(_close_outgoing)
+        self._pending.clear()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big_frame is not None:
+            return memoryview(self._big_frame)[self._big_filled :]
+        if len(self._buffer) - self._end < 65536 and self._start > 0:
+            unparsed = self._end - self._start
+            self._buffer[:unparsed] = self._view[self._start : self._end]
+            self._start, self._end = 0, unparsed
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big_frame is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big_frame):
+                frame, self._big_frame = self._big_frame, None
+                self._submit(frame)
+            return
+        self._end += nbytes
+        self._parse_frames()
+
+    def pause_writing(self) -> None:
+        self._block_reading("writing")
+
+    def resume_writing(self) -> None:
+        self._unblock_reading("writing")
+
+    # --- framing -------------------------------------------------------------------------
+    def _parse_frames(self) -> None:
+        while not self._closed and len(self._pending) < self._max_in_flight:
+            available = self._end - self._start
+            if available < 4:
+                return
+            (size,) = _SIZE.unpack_from(self._buffer, self._start)
+            if size < MIN_FRAME_BYTES or size > self._max_frame_bytes:
+                log.warning(
+                    "closing %s:%d: frame of %d bytes (limit %d)",
+                    *self._peer,
+                    size,
+                    self._max_frame_bytes,
+                )
+                self.close()
+                return
+            if available - 4 >= size:
+                begin = self._start + 4
+                frame = bytearray(self._view[begin : begin + size])
+                self._start = begin + size
+                self._submit(frame)
+                continue
+            if size > len(self._buffer) // 2:
+                # Big frame: the kernel fills a frame-sized bytearray directly from now on.
+                self._big_frame = bytearray(size)
+                self._big_filled = available - 4
+                self._big_frame[: self._big_filled] = self._view[self._start + 4 : self._end]
+                self._start = self._end = 0
+            return
+
+    def _submit(self, frame: bytearray) -> None:
+        try:
+            api_key, api_version, correlation_id = parse_header(frame)
+            if not router.is_supported(api_key, api_version):
+                self._unsupported(api_key, api_version, correlation_id)
+                return
+            if api_key == PRODUCE_KEY:
+                view = memoryview(frame)
+                header, position = decode_request_header(view)
+                body: Any = decode_produce_request(view, api_version, position)
+            else:
+                request = decode_request(bytes(frame))
+                header, body = request.header, request.body
+        except ProtocolDecodeError as error:
+            log.warning("closing %s:%d: %s", *self._peer, error)
+            self.close()
+            return
+        context = router.RequestContext(header, self._peer[0], self._peer[1])
+        task = asyncio.get_running_loop().create_task(router.dispatch(self._broker, context, body))
+        self._pending.append((header, task))
+        task.add_done_callback(self._on_done)
+        if len(self._pending) >= self._max_in_flight:
+            self._block_reading("in_flight")
+
+    def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        if api_key == API_VERSIONS:
+            # Kafka's fallback: answer in the v0 layout with the full list; the client retries.
+            header = RequestHeader(API_VERSIONS, 0, correlation_id, None, False)
+            frame = encode_unsupported_api_versions(correlation_id, router.advertised_versions())
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result(Outgoing((frame,), len(frame)))
+            self._pending.append((header, done))  # type: ignore[arg-type]
+            self._on_done(done)
+            return
+        log.warning("closing %s:%d: unsupported api %d v%d", *self._peer, api_key, api_version)
+        self.close()
+
+    # --- responses, in request order -----------------------------------------------------
+    def _on_done(self, _task: asyncio.Future[Any]) -> None:
+        if self._writer_task is None:
+            self._write_ready()
+
+    def _write_ready(self) -> None:
+        """Write every finished response at the head of the queue; hand off to a task for
+        sendfile parts."""
+        while self._pending and self._pending[0][1].done() and not self._closed:
+            header, task = self._pending[0]
+            try:
+                result = task.result()
+            except router.UnanswerableError as error:
+                log.warning("closing %s:%d: %s", *self._peer, error)
+                self.close()
+                return
+            except Exception:
+                log.exception("closing %s:%d: request failed", *self._peer)
+                self.close()
+                return
+            if isinstance(result, Outgoing) and len(result.parts) > 1:
+                self._writer_task = asyncio.get_running_loop().create_task(self._send_outgoing())
+                return
+            self._pending.popleft()
+            assert self._transport is not None
+            if isinstance(result, Outgoing):
+                part = result.parts[0]
+                assert isinstance(part, bytes)
+                self._transport.write(part)
+            elif result is not None:
+                self._transport.write(encode_response(header, result))
+        if len(self._pending) < self._max_in_flight:
+            self._unblock_reading("in_flight")
+
+    async def _send_outgoing(self) -> None:
+        _header, task = self._pending.popleft()
+        outgoing = task.result()
+        assert self._transport is not None
+        loop = asyncio.get_running_loop()
+        try:
+            for part in outgoing.parts:
+                if self._closed:
+                    break
+                if isinstance(part, bytes):
+                    self._transport.write(part)
+                else:
+                    await loop.sendfile(self._transport, part.file, part.position, part.length)
+                    part.file.close()
+        except (OSError, RuntimeError) as error:
+            log.info("%s:%d: sendfile stopped: %s", *self._peer, error)
+            self.close()
+        finally:
+            _close_parts(outgoing.parts)
+            self._writer_task = None
+        if not self._closed:
+            self._apply_reading()
+            self._write_ready()
+
+    # --- flow control --------------------------------------------------------------------
+    def _block_reading(self, reason: str) -> None:
+        self._read_blockers.add(reason)
+        self._apply_reading()
+
+    def _unblock_reading(self, reason: str) -> None:
+        if reason in self._read_blockers:
+            self._read_blockers.discard(reason)
+            self._apply_reading()
+            if not self._read_blockers:
+                self._parse_frames()  # frames already buffered while paused
+
+    def _apply_reading(self) -> None:
+        transport = self._transport
+        if transport is None or self._closed or transport.is_closing():
+            return
+        if self._read_blockers:
+            if transport.is_reading():
+                transport.pause_reading()
+        elif not transport.is_reading():
+            transport.resume_reading()
+
+    def close(self) -> None:
+        if not self._closed and self._transport is not None:
+            self._closed = True
+            self._transport.close()
+
+    def stop_reading(self) -> None:
+        """Shutdown: take no new requests; in-flight ones still get their responses."""
+        self._block_reading("shutdown")
+
+    async def drain_in_flight(self) -> None:
+        """Wait until every accepted request has been answered (or the peer went away)."""
+        while not self._closed:
+            if self._writer_task is not None:
+                await asyncio.wait({self._writer_task})
+                continue
+            unfinished = [task for _, task in self._pending if not task.done()]
+            if unfinished:
+                await asyncio.wait(unfinished)
+                continue
+            self._write_ready()
+            if self._writer_task is None:
+                return
+
+
+def _close_parts(parts: tuple[bytes | SendSlice, ...]) -> None:
+    for part in parts:
+        if isinstance(part, SendSlice) and not part.file.closed:
+            part.file.close()
+
+
+def _close_outgoing(task: asyncio.Future[Any]) -> None:
+    if task.cancelled() or task.exception() is not None:
+        return
+    result = task.result()
+    if isinstance(result, Outgoing):
+        _close_parts(result.parts)

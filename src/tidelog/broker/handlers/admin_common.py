@@ -1,0 +1,52 @@
+"""Helpers shared by the admin handler modules (admin.py, admin_configs.py).
+
+Each topic or resource in an admin request succeeds or fails on its own: `guard` runs one
+entry's work and turns its KafkaError (or a storage OSError) into that entry's error fields.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker.metadata import TopicInfo
+from tidelog.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from tidelog.broker.state import Broker
+
+log = logging.getLogger("tidelog.broker.admin")
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def failure(error: KafkaError) -> dict[str, Any]:
+    return {"error_code": error.code, "error_message": error.message or error.code.name}
+
+
+def guard(work: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """Run one entry's work; its KafkaError (or a storage OSError) becomes that entry's error."""
+    try:
+        return work(*args)
+    except KafkaError as error:
+        return failure(error)
+    except OSError as error:
+        log.exception("admin operation failed on storage")
+        return failure(KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(error)))
+
+
+def duplicates(names: Iterable[Any]) -> set[Any]:
+    return {name for name, count in Counter(names).items() if count > 1}
+
+
+def is_internal(info: TopicInfo) -> bool:
+    return info.internal or info.name in INTERNAL_TOPICS
+
+
+def require_topic(broker: Broker, name: str) -> TopicInfo:
+    info = broker.topics.get(name)
+    if info is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+    return info

@@ -1,0 +1,34 @@
+"""`tidelog` command group. Subcommand modules register here with one `main.add_command` line."""
+
+from __future__ import annotations
+
+import click
+
+from tidelog.cli.archive import archive
+from tidelog.cli.bench import bench_group
+from tidelog.cli.config import config_group
+from tidelog.cli.consume import consume_command
+from tidelog.cli.dump_log import dump_log_command
+from tidelog.cli.produce import produce_command
+from tidelog.cli.serve import serve
+from tidelog.cli.topics import topics
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tidelog")
+def main() -> None:
+    """Tidelog: a log-structured message broker that speaks the Kafka protocol."""
+
+
+main.add_command(serve)
+main.add_command(archive)
+main.add_command(topics)
+main.add_command(produce_command)
+main.add_command(consume_command)
+main.add_command(dump_log_command)
+main.add_command(config_group)
+main.add_command(bench_group)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,417 @@
+"""One group coordinator shard: the groups and offsets of one `__consumer_offsets` partition.
+
+The broker owns one shard per `__consumer_offsets` partition (a group lives in partition
+abs(java_string_hash(group_id)) mod partitions). Every operation returns a `Result`; the caller
+appends `result.records` to the partition and then calls `replay()` on each of them — the one
+path that changes persisted state, also used by `load()` at start. Classic-group rebalance
+bookkeeping (parked requests, join deadlines) and timer deadlines are in-memory only, as in Kafka.
+
+Runs on the broker's event loop; no I/O, no clock reads (every call takes `now_ms`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tidelog.coordinator import classic, consumer_heartbeat
+from tidelog.coordinator.consumer_group import ConsumerGroup, to_topic_partitions
+from tidelog.coordinator.group import ClassicGroup, GroupState, validate_commit
+from tidelog.coordinator.messages import (
+    HEARTBEAT_TIMER,
+    SESSION_TIMER,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    DescribedGroup,
+    DescribedMember,
+    GroupConfig,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListedGroup,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    Result,
+    SyncGroupRequest,
+    SyncGroupResponse,
+    TimerKey,
+    TimerRequest,
+    TopicsImage,
+)
+from tidelog.coordinator.offsets import OffsetStore
+from tidelog.coordinator.records import (
+    ConsumerGroupMetadataKey,
+    CoordinatorRecord,
+    GroupMetadataKey,
+    OffsetCommitKey,
+)
+from tidelog.errors import ErrorCode
+
+Group = ClassicGroup | ConsumerGroup
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode (UTF-16 code units, 32-bit signed overflow)."""
+    value = 0
+    data = text.encode("utf-16-be")
+    for position in range(0, len(data), 2):
+        value = (31 * value + ((data[position] << 8) | data[position + 1])) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's Utils.abs(groupId.hashCode) % partitions (abs(MIN_VALUE) is 0 there)."""
+    value = java_string_hash(group_id)
+    return (0 if value == -(1 << 31) else abs(value)) % partitions
+
+
+class GroupCoordinatorShard:
+    def __init__(self, config: GroupConfig) -> None:
+        self.config = config
+        self.groups: dict[str, Group] = {}
+        self.offsets = OffsetStore()
+        self.deadlines: dict[TimerKey, int] = {}  # consumer-group session/revocation deadlines
+
+    # ------------------------------------------------------------ replay and load
+
+    def replay(self, record: CoordinatorRecord) -> None:
+        key, value = record.key, record.value
+        if isinstance(key, OffsetCommitKey):
+            self.offsets.replay(key, value)  # type: ignore[arg-type]
+        elif isinstance(key, GroupMetadataKey):
+            existing = self.groups.get(key.group)
+            if value is None:
+                if isinstance(existing, ClassicGroup):
+                    existing.state = GroupState.DEAD
+                    del self.groups[key.group]
+                return
+            if not isinstance(existing, ClassicGroup):
+                existing = ClassicGroup(key.group)
+                self.groups[key.group] = existing
+            existing.replay(value)  # type: ignore[arg-type]
+        else:
+            group_id = key.group_id
+            group = self.groups.get(group_id)
+            if not isinstance(group, ConsumerGroup):
+                if value is None:
+                    return
+                group = ConsumerGroup(group_id)
+                self.groups[group_id] = group
+            group.replay(record)
+            if value is None and isinstance(key, ConsumerGroupMetadataKey):
+                del self.groups[group_id]
+
+    def load(self, records: Iterable[CoordinatorRecord], now_ms: int) -> list[TimerRequest]:
+        """Replay a whole partition; returns session timers for the members it brought back."""
+        for record in records:
+            self.replay(record)
+        timers: list[TimerRequest] = []
+        for group in self.groups.values():
+            if isinstance(group, ConsumerGroup):
+                for member_id in group.members:
+                    key = (SESSION_TIMER, group.group_id, member_id)
+                    self.deadlines[key] = now_ms + self.config.consumer_session_timeout_ms
+                    timers.append(TimerRequest(key, self.deadlines[key]))
+            else:
+                for member in group.members.values():
+                    member.session_deadline_ms = now_ms + member.session_timeout_ms
+                    key = (HEARTBEAT_TIMER, group.group_id, member.member_id)
+                    timers.append(TimerRequest(key, member.session_deadline_ms))
+        return timers
+
+    # ------------------------------------------------------------ classic protocol
+
+    def join_group(self, request: JoinGroupRequest, now_ms: int) -> Result[JoinGroupResponse]:
+        if not request.group_id:
+            return Result(response=JoinGroupResponse(ErrorCode.INVALID_GROUP_ID))
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup):
+            return Result(response=JoinGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        if group is None:
+            if request.member_id:
+                error = JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=request.member_id)
+                return Result(response=error)
+            group = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
+            self.groups[request.group_id] = group
+        return classic.join_group(group, request, self.config, now_ms)
+
+    def _classic(self, group_id: str) -> ClassicGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ClassicGroup) else None
+
+    def sync_group(self, request: SyncGroupRequest, now_ms: int) -> Result[SyncGroupResponse]:
+        group = self._classic(request.group_id)
+        if group is None:
+            return Result(response=SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID))
+        return classic.sync_group(group, request, self.config, now_ms)
+
+    def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result[ErrorCode]:
+        group = self._classic(request.group_id)
+        if group is None:
+            return Result(response=ErrorCode.UNKNOWN_MEMBER_ID)
+        return classic.heartbeat(group, request, self.config, now_ms)
+
+    def leave_group(self, request: LeaveGroupRequest, now_ms: int) -> Result[LeaveGroupResponse]:
+        group = self._classic(request.group_id)
+        if group is None:
+            return Result(response=LeaveGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID))
+        return classic.leave_group(group, request, self.config, now_ms)
+
+    # ------------------------------------------------------------ consumer protocol
+
+    def consumer_group_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest, topics: TopicsImage, now_ms: int
+    ) -> Result[ConsumerGroupHeartbeatResponse]:
+        if not request.group_id:
+            error = ConsumerGroupHeartbeatResponse(
+                ErrorCode.INVALID_REQUEST, "GroupId can't be empty"
+            )
+            return Result(response=error)
+        group = self.groups.get(request.group_id)
+        prefix: list[CoordinatorRecord] = []
+        if isinstance(group, ClassicGroup):
+            if group.members or group.state is not GroupState.EMPTY:
+                message = f"group {request.group_id} is a classic group"
+                return Result(
+                    response=ConsumerGroupHeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, message)
+                )
+            # An empty classic group converts: its metadata goes, its offsets stay.
+            prefix.append(CoordinatorRecord(GroupMetadataKey(request.group_id), None))
+            group = None
+        consumer = group if isinstance(group, ConsumerGroup) else ConsumerGroup(request.group_id)
+        result = consumer_heartbeat.consumer_group_heartbeat(
+            consumer, request, topics, self.config, self.deadlines, now_ms
+        )
+        if result.records:
+            result.records[:0] = prefix
+        return result
+
+    # ------------------------------------------------------------ timers
+
+    def on_timer(self, key: TimerKey, topics: TopicsImage, now_ms: int) -> Result[object]:
+        group = self.groups.get(key[1])
+        if isinstance(group, ClassicGroup):
+            return classic.on_timer(group, key, self.config, now_ms)  # type: ignore[return-value]
+        if isinstance(group, ConsumerGroup):
+            return consumer_heartbeat.on_timer(  # type: ignore[return-value]
+                group, key, topics, self.config, self.deadlines, now_ms
+            )
+        self.deadlines.pop(key, None)
+        return Result()
+
+    # ------------------------------------------------------------ offsets
+
+    def offset_commit(
+        self, request: OffsetCommitRequest, now_ms: int
+    ) -> Result[OffsetCommitResponse]:
+        error = self._validate_commit(request)
+        if error is not ErrorCode.NONE:
+            failed = tuple((p.topic, p.partition, error) for p in request.partitions)
+            return Result(response=OffsetCommitResponse(failed))
+        group = self.groups.get(request.group_id)
+        records: list[CoordinatorRecord] = []
+        if group is None:
+            # A commit outside group management creates an empty classic ("simple") group.
+            simple = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
+            records.append(
+                CoordinatorRecord(GroupMetadataKey(request.group_id), simple.to_record(now_ms))
+            )
+        retention = request.retention_time_ms if request.api_version <= 4 else -1
+        commits, outcomes = self.offsets.commit(
+            request.group_id, request.partitions, retention, self.config, now_ms
+        )
+        return Result(records=records + commits, response=OffsetCommitResponse(tuple(outcomes)))
+
+    def _validate_commit(self, request: OffsetCommitRequest) -> ErrorCode:
+        if not request.group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self.groups.get(request.group_id)
+        if group is None:
+            if request.generation_id < 0:
+                return ErrorCode.NONE
+            return (
+                ErrorCode.GROUP_ID_NOT_FOUND
+                if request.api_version >= 9
+                else ErrorCode.ILLEGAL_GENERATION
+            )
+        if isinstance(group, ClassicGroup):
+            return validate_commit(
+                group, request.generation_id, request.member_id, request.group_instance_id
+            )
+        if request.generation_id < 0 and not group.members:
+            return ErrorCode.NONE
+        if request.member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if request.api_version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        return group.validate_epoch(request.member_id, request.generation_id)
+
+    def offset_fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup) and request.member_id and request.member_epoch >= 0:
+            error = group.validate_epoch(request.member_id, request.member_epoch)
+            if error is not ErrorCode.NONE:
+                return OffsetFetchResponse(error)
+        return OffsetFetchResponse(
+            ErrorCode.NONE, tuple(self.offsets.fetch(request.group_id, request.partitions))
+        )
+
+    def offset_delete(
+        self, group_id: str, partitions: tuple[tuple[str, int], ...]
+    ) -> Result[OffsetDeleteResponse]:
+        group = self.groups.get(group_id)
+        if group is None and not self.offsets.has_offsets(group_id):
+            return Result(response=OffsetDeleteResponse(ErrorCode.GROUP_ID_NOT_FOUND))
+        subscribed: set[str] = set()
+        if isinstance(group, ClassicGroup) and group.members:
+            subscribed = group.subscribed_topics() or set()
+            if group.protocol_type != "consumer":
+                return Result(response=OffsetDeleteResponse(ErrorCode.NON_EMPTY_GROUP))
+        elif isinstance(group, ConsumerGroup):
+            subscribed = group.subscribed_topic_names()
+        outcomes: list[tuple[str, int, ErrorCode]] = []
+        deletable: list[tuple[str, int]] = []
+        for topic, partition in partitions:
+            if topic in subscribed:
+                outcomes.append((topic, partition, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC))
+            else:
+                outcomes.append((topic, partition, ErrorCode.NONE))
+                deletable.append((topic, partition))
+        records = self.offsets.tombstones(group_id, deletable)
+        return Result(
+            records=records, response=OffsetDeleteResponse(ErrorCode.NONE, tuple(outcomes))
+        )
+
+    def expire_offsets(self, now_ms: int) -> list[CoordinatorRecord]:
+        """Tombstones for offsets past retention, and for empty groups left with none."""
+        records: list[CoordinatorRecord] = []
+        retention = self.config.offsets_retention_ms
+        for group_id in sorted(set(self.offsets.groups()) | set(self.groups)):
+            group = self.groups.get(group_id)
+            empty_since: int | None = None
+            subscribed: set[str] | None = None
+            if group is None:
+                empty_since = 0  # offsets without a group: commit time counts
+            elif isinstance(group, ClassicGroup):
+                if group.state is GroupState.EMPTY:
+                    empty_since = max(group.state_timestamp_ms, 0)
+                else:
+                    subscribed = group.subscribed_topics()
+            elif not group.members:
+                empty_since = 0
+            else:
+                subscribed = group.subscribed_topic_names()
+            expired = self.offsets.expired(group_id, now_ms, retention, empty_since, subscribed)
+            records.extend(expired)
+            remaining = len(self.offsets.partitions(group_id)) - len(expired)
+            if (
+                remaining == 0
+                and isinstance(group, ClassicGroup)
+                and group.state is GroupState.EMPTY
+            ):
+                records.append(CoordinatorRecord(GroupMetadataKey(group_id), None))
+        return records
+
+    # ------------------------------------------------------------ admin
+
+    def delete_groups(self, group_ids: Iterable[str]) -> Result[list[tuple[str, ErrorCode]]]:
+        result: Result[list[tuple[str, ErrorCode]]] = Result(response=[])
+        assert result.response is not None
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None and not self.offsets.has_offsets(group_id):
+                result.response.append((group_id, ErrorCode.GROUP_ID_NOT_FOUND))
+                continue
+            if group is not None and group.members:
+                result.response.append((group_id, ErrorCode.NON_EMPTY_GROUP))
+                continue
+            result.records.extend(self.offsets.tombstones(group_id))
+            if isinstance(group, ConsumerGroup):
+                result.records.extend(consumer_heartbeat.delete_records(group))
+            else:
+                result.records.append(CoordinatorRecord(GroupMetadataKey(group_id), None))
+            result.response.append((group_id, ErrorCode.NONE))
+        return result
+
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> list[ListedGroup]:
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        listed = []
+        for group_id, group in sorted(self.groups.items()):
+            item = self._listed(group_id, group)
+            if wanted_states and item.state.lower() not in wanted_states:
+                continue
+            if wanted_types and item.group_type not in wanted_types:
+                continue
+            listed.append(item)
+        return listed
+
+    @staticmethod
+    def _listed(group_id: str, group: Group) -> ListedGroup:
+        if isinstance(group, ConsumerGroup):
+            return ListedGroup(group_id, "consumer", group.state(), "consumer")
+        return ListedGroup(group_id, group.protocol_type or "", group.state.value, "classic")
+
+    def describe_group(self, group_id: str) -> DescribedGroup:
+        group = self.groups.get(group_id)
+        if not isinstance(group, ClassicGroup):
+            error = ErrorCode.NONE if group is None else ErrorCode.GROUP_ID_NOT_FOUND
+            return DescribedGroup(group_id, error)
+        stable = group.state is GroupState.STABLE
+        members = tuple(
+            DescribedMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(group.protocol_name) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        return DescribedGroup(
+            group_id,
+            ErrorCode.NONE,
+            group.state.value,
+            group.protocol_type or "",
+            (group.protocol_name or "") if stable else "",
+            members=members,
+        )
+
+    def describe_consumer_group(self, group_id: str) -> DescribedGroup:
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            return DescribedGroup(group_id, ErrorCode.GROUP_ID_NOT_FOUND, group_type="consumer")
+        votes = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        members = tuple(
+            DescribedMember(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                member_epoch=m.member_epoch,
+                subscribed_topic_names=m.subscribed_topic_names,
+                assigned=to_topic_partitions(m.assigned),
+                target=to_topic_partitions(group.target.get(m.member_id, {})),
+            )
+            for m in group.members.values()
+        )
+        return DescribedGroup(
+            group_id,
+            ErrorCode.NONE,
+            group.state(),
+            "consumer",
+            group_type="consumer",
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=max(set(votes), key=votes.count)
+            if votes
+            else self.config.consumer_assignors[0],
+            members=members,
+        )

@@ -1,0 +1,494 @@
+"""PartitionLog: one partition's segmented log (Kafka's UnifiedLog + LocalLog, minus replication).
+
+Assigns offsets (next = log_end_offset), validates batches by header and CRC only (D2), appends
+with one writev per request, rolls segments, serves reads as file slices for sendfile, applies
+retention, truncation and delete-records, and keeps idempotent-producer state.
+
+Threads: everything runs on the caller's thread (the broker's event loop: calls are short,
+page-cache I/O) except `flush_begin` / `flush_end`, which the group-commit thread calls; the
+lock guards the segment list and the recovery point between the two.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidelog.errors import ErrorCode, InvalidRecordError, KafkaError
+from tidelog.records.batch import ATTR_TIMESTAMP_TYPE, CRC_START, RecordBatch, crc32c
+from tidelog.storage import producer_state as ps
+from tidelog.storage.config import LogConfig
+from tidelog.storage.recovery import load_segments
+from tidelog.storage.segment import LogSegment, SegmentState
+from tidelog.types import TopicPartition
+
+_U32_SPAN = 2**32 - 1
+_SNAPSHOTS_KEPT = 2
+_ATTRIBUTES = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+_TIMESTAMP = struct.Struct(">q")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    fd: int
+    position: int
+    length: int
+
+    def read_bytes(self) -> bytes:
+        return os.pread(self.fd, self.length, self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    slices: tuple[FileSlice, ...]
+    size: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlushTicket:
+    """What the fsync thread syncs outside the lock: dup'd fds stay valid across a roll."""
+
+    generation: int
+    log_end_offset: int
+    fds: tuple[int, ...]
+    sealed: tuple[LogSegment, ...]
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clean: bool = True,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        flush_requester: Callable[[PartitionLog], None] | None = None,
+    ) -> None:
+        self.topic_partition = topic_partition
+        self.directory = directory
+        self.config = config
+        self.flush_requester = flush_requester
+        self._lock = threading.Lock()
+        self._generation = 0  # bumped by truncation: an in-flight fsync must not advance
+        self._retired: list[int] = []
+        directory.mkdir(parents=True, exist_ok=True)
+        loaded = load_segments(directory, config, clean=clean, recovery_point=recovery_point)
+        self.recovered_segments = loaded.recovered_segments
+        self.truncated_bytes = loaded.truncated_bytes
+        self._segments = loaded.segments
+        if not self._segments:
+            self._segments = [self._new_segment(max(0, log_start_offset))]
+        self._bases = [segment.base_offset for segment in self._segments]
+        self._log_start_offset = min(
+            max(log_start_offset, self._bases[0]), self.log_end_offset
+        )
+        # Everything loaded is on disk: clean logs were flushed, recovered ones were fsynced.
+        self._recovery_point = self.log_end_offset
+        self.producer_state = self._load_producer_state()
+
+    # --- properties ------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    # --- append ----------------------------------------------------------------------------
+    def append(
+        self, batches: Sequence[RecordBatch], *, now_ms: int, leader_epoch: int = 0
+    ) -> AppendResult:
+        """Leader append of one produce request's batches for this partition, all or nothing."""
+        total_size = self._validate(batches)
+        duplicate = self._check_producers(batches)
+        if duplicate is not None:
+            return AppendResult(
+                duplicate.first_offset, duplicate.last_offset, -1, self._log_start_offset, True
+            )
+        append_time = now_ms if self.config.log_append_time else -1
+        record_count = sum(batch.last_offset_delta + 1 for batch in batches)
+        segment = self._maybe_roll(total_size, len(batches), record_count, now_ms)
+        offset = self.log_end_offset
+        for batch in batches:
+            batch.set_base_offset(offset)
+            batch.set_partition_leader_epoch(leader_epoch)
+            if append_time >= 0:
+                _set_log_append_time(batch, append_time)
+            offset = batch.next_offset
+        segment.append(batches, total_size)
+        self._after_append(batches, now_ms)
+        return AppendResult(
+            batches[0].base_offset, offset - 1, append_time, self._log_start_offset
+        )
+
+    def append_raw(self, batches: Sequence[RecordBatch], *, now_ms: int = 0) -> None:
+        """Follower append: batches keep their offsets and must start at log_end_offset."""
+        total_size = self._validate(batches)
+        expected = self.log_end_offset
+        for batch in batches:
+            if batch.base_offset != expected:
+                raise InvalidRecordError(
+                    f"follower batch at offset {batch.base_offset}, log end offset {expected}"
+                )
+            expected = batch.next_offset
+        record_count = expected - self.log_end_offset
+        segment = self._maybe_roll(total_size, len(batches), record_count, now_ms)
+        segment.append(batches, total_size)
+        self._after_append(batches, now_ms)
+
+    def _validate(self, batches: Sequence[RecordBatch]) -> int:
+        if not batches:
+            raise InvalidRecordError("no record batches to append")
+        total_size = 0
+        for batch in batches:
+            batch.validate()
+            if batch.size > self.config.max_message_bytes:
+                raise KafkaError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"batch of {batch.size} bytes > max.message.bytes "
+                    f"{self.config.max_message_bytes}",
+                )
+            total_size += batch.size
+        if total_size > self.config.segment_bytes:
+            raise KafkaError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"{total_size} bytes > segment.bytes {self.config.segment_bytes}",
+            )
+        return total_size
+
+    def _check_producers(self, batches: Sequence[RecordBatch]) -> ps.BatchMetadata | None:
+        pending: dict[int, tuple[int, int]] = {}
+        for batch in batches:
+            producer_id, sequence = batch.producer_id, batch.base_sequence
+            if producer_id < 0 or sequence < 0:
+                continue
+            epoch = batch.producer_epoch
+            if producer_id in pending:
+                last_epoch, last_sequence = pending[producer_id]
+                if epoch != last_epoch or sequence != (last_sequence + 1) % 2**31:
+                    raise KafkaError(
+                        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        f"producer {producer_id}: sequence {sequence} after {last_sequence}",
+                    )
+            else:
+                original = self.producer_state.check(
+                    producer_id, epoch, sequence, batch.last_sequence
+                )
+                if original is not None:
+                    if len(batches) == 1:
+                        return original
+                    raise KafkaError(
+                        ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+                        f"producer {producer_id}: duplicate batch inside a multi-batch append",
+                    )
+            pending[producer_id] = (epoch, batch.last_sequence)
+        return None
+
+    def _after_append(self, batches: Sequence[RecordBatch], now_ms: int) -> None:
+        segment = self._segments[-1]
+        if segment.rolling_base_ms is None:
+            segment.rolling_base_ms = now_ms
+        for batch in batches:
+            if batch.producer_id >= 0 and batch.base_sequence >= 0:
+                self.producer_state.update(
+                    batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                    batch.last_sequence, batch.base_offset, batch.last_offset,
+                    batch.max_timestamp,
+                )
+        if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
+            if self.flush_requester is not None:
+                self.flush_requester(self)
+            else:
+                self.flush()
+
+    # --- rolling ---------------------------------------------------------------------------
+    def _maybe_roll(
+        self, total_size: int, batch_count: int, record_count: int, now_ms: int
+    ) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.size == 0:
+            return segment
+        started = segment.rolling_base_ms
+        if (
+            segment.size + total_size > self.config.segment_bytes
+            or not segment.fits(batch_count)
+            or (started is not None and now_ms - started > self.config.segment_ms)
+            or self.log_end_offset + record_count - segment.base_offset > _U32_SPAN
+        ):
+            return self.roll()
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Seal the active segment and start one at log_end_offset; snapshot producer state."""
+        log_end_offset = self.log_end_offset
+        old = self._segments[-1]
+        new = self._new_segment(log_end_offset)
+        with self._lock:
+            old.seal()
+            self._segments.append(new)
+            self._bases.append(new.base_offset)
+        self._write_producer_snapshot()
+        return new
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.create(
+            self.directory, base_offset, index_bytes=self.config.segment_index_bytes,
+            interval_bytes=self.config.index_interval_bytes,
+        )
+
+    # --- read ------------------------------------------------------------------------------
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> ReadResult:
+        """Whole batches from the one holding `offset`, up to max_bytes, below max_offset."""
+        log_end_offset = self.log_end_offset
+        if offset < self._log_start_offset or offset > log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} outside [{self._log_start_offset}, {log_end_offset}]",
+            )
+        limit = log_end_offset if max_offset is None else min(max_offset, log_end_offset)
+        slices: list[FileSlice] = []
+        remaining = max(0, max_bytes)
+        number = bisect.bisect_right(self._bases, offset) - 1
+        while number < len(self._segments) and offset < limit:
+            segment = self._segments[number]
+            number += 1
+            header = segment.find_batch(offset)
+            if header is None or header.base_offset >= limit:
+                if header is None:
+                    continue
+                break
+            start = header.position
+            end = segment.size
+            if limit < segment.next_offset:
+                end = segment.position_of(limit)
+            if end - start > remaining:
+                end = segment.boundary_at_or_below(start + remaining, start)
+                if end == start and not slices and min_one_batch:
+                    end = start + header.size
+                if end > start:
+                    slices.append(FileSlice(segment.fd, start, end - start))
+                break
+            if end > start:
+                slices.append(FileSlice(segment.fd, start, end - start))
+                remaining -= end - start
+            if end < segment.size or remaining == 0:
+                break
+            if number < len(self._segments):
+                offset = self._bases[number]
+        return ReadResult(
+            tuple(slices), sum(s.length for s in slices), self._log_start_offset, log_end_offset
+        )
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, maxTimestamp) of the first batch whose maxTimestamp >= timestamp_ms."""
+        start = self._log_start_offset
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp_ms or segment.next_offset <= start:
+                continue
+            header = segment.find_timestamp(timestamp_ms, min_offset=start)
+            if header is not None:
+                return max(header.base_offset, start), header.max_timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(base offset, timestamp) of the first batch holding the largest timestamp."""
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        header = best.find_timestamp(best.max_timestamp, min_offset=self._log_start_offset)
+        if header is None:
+            return None
+        return max(header.base_offset, self._log_start_offset), header.max_timestamp
+
+    # --- deletion --------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding an offset >= `offset` (replication divergence)."""
+        if offset >= self.log_end_offset:
+            return
+        with self._lock:
+            self._generation += 1
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                self._retire(self._segments.pop())
+                self._bases.pop()
+            segment = self._segments[-1]
+            segment.truncate_to_position(segment.position_of(offset))
+            self._recovery_point = min(self._recovery_point, self.log_end_offset)
+            self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
+        log_end_offset = self.log_end_offset
+        ps.delete_snapshots(
+            self.directory, [o for o in ps.snapshot_offsets(self.directory) if o > log_end_offset]
+        )
+        self.producer_state = self._load_producer_state()
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance log_start_offset; drop sealed segments wholly below it."""
+        if offset > self.log_end_offset or offset < 0:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} beyond log end offset {self.log_end_offset}",
+            )
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._delete_oldest(lambda segment, next_base: next_base <= offset)
+        return self._log_start_offset
+
+    def apply_retention(self, now_ms: int) -> int:
+        """retention.ms / retention.bytes over sealed segments; returns segments deleted."""
+        if not self.config.deletes:
+            return 0
+        deleted = 0
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_oldest(
+                lambda segment, _: segment.max_timestamp < now_ms - retention_ms
+            )
+        if self.config.retention_bytes >= 0:
+            excess = [self.size_bytes() - self.config.retention_bytes]
+
+            def over_size(segment: LogSegment, _: int) -> bool:
+                if excess[0] - segment.size < 0:
+                    return False
+                excess[0] -= segment.size
+                return True
+
+            deleted += self._delete_oldest(over_size)
+        return deleted
+
+    def _delete_oldest(self, predicate: Callable[[LogSegment, int], bool]) -> int:
+        """Delete sealed segments from the oldest while predicate(segment, next base) holds."""
+        deleted = 0
+        with self._lock:
+            while len(self._segments) > 1 and predicate(self._segments[0], self._bases[1]):
+                self._retire(self._segments.pop(0))
+                self._bases.pop(0)
+                deleted += 1
+            self._log_start_offset = max(self._log_start_offset, self._bases[0])
+        return deleted
+
+    def _retire(self, segment: LogSegment) -> None:
+        # The fd stays open until the next close_retired(): a FileSlice handed out earlier
+        # may still be in a sendfile.
+        self._retired.append(segment.delete())
+
+    def close_retired(self) -> None:
+        retired, self._retired = self._retired, []
+        for fd in retired:
+            os.close(fd)
+
+    # --- durability ------------------------------------------------------------------------
+    def flush_begin(self) -> FlushTicket:
+        """Fsync thread: what to sync for everything appended so far (fds are dup'd)."""
+        with self._lock:
+            pending = [s for s in self._segments if s.state is not SegmentState.FLUSHED]
+            return FlushTicket(
+                self._generation, self.log_end_offset,
+                tuple(os.dup(s.fd) for s in pending),
+                tuple(s for s in pending if s.state is SegmentState.SEALED),
+            )
+
+    def flush_end(self, ticket: FlushTicket) -> None:
+        """Fsync thread, after fsyncing the ticket's fds: advance the recovery point."""
+        with self._lock:
+            if ticket.generation == self._generation:
+                self._recovery_point = max(self._recovery_point, ticket.log_end_offset)
+            for segment in ticket.sealed:
+                if segment.state is SegmentState.SEALED:
+                    segment.transition(SegmentState.FLUSHED)
+
+    def flush(self) -> None:
+        """Fsync everything now (close, tests, no group-commit thread)."""
+        ticket = self.flush_begin()
+        try:
+            for fd in ticket.fds:
+                os.fsync(fd)
+        finally:
+            for fd in ticket.fds:
+                os.close(fd)
+        self.flush_end(ticket)
+
+    def close(self, *, flush: bool = True) -> None:
+        """Flush, snapshot producer state, trim indexes, close files."""
+        if flush:
+            self.flush()
+            self._write_producer_snapshot()
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+        self.close_retired()
+
+    # --- producer state --------------------------------------------------------------------
+    def _write_producer_snapshot(self) -> None:
+        self.producer_state.write_snapshot(self.directory, self.log_end_offset)
+        offsets = ps.snapshot_offsets(self.directory)
+        ps.delete_snapshots(self.directory, offsets[:-_SNAPSHOTS_KEPT])
+
+    def _load_producer_state(self) -> ps.ProducerStateManager:
+        """Newest snapshot <= log end offset, then replay the batch headers after it."""
+        log_end_offset = self.log_end_offset
+        stale = [o for o in ps.snapshot_offsets(self.directory) if o > log_end_offset]
+        ps.delete_snapshots(self.directory, stale)
+        loaded = ps.load_latest_snapshot(self.directory, log_end_offset)
+        start, state = loaded if loaded is not None else (0, ps.ProducerStateManager())
+        if start >= log_end_offset:
+            return state
+        for segment in self._segments[bisect.bisect_right(self._bases, start) - 1 :]:
+            for header in segment.scan_headers(segment.position_of(start)):
+                if header.producer_id >= 0 and header.base_sequence >= 0:
+                    last_sequence = (header.base_sequence + header.last_offset_delta) % 2**31
+                    state.update(
+                        header.producer_id, header.producer_epoch, header.base_sequence,
+                        last_sequence, header.base_offset, header.last_offset,
+                        header.max_timestamp,
+                    )
+        return state
+
+
+def _set_log_append_time(batch: RecordBatch, now_ms: int) -> None:
+    """message.timestamp.type=LogAppendTime: stamp maxTimestamp, set the flag, redo the CRC."""
+    buffer = batch.buffer
+    _ATTRIBUTES.pack_into(buffer, 21, batch.attributes | ATTR_TIMESTAMP_TYPE)
+    _TIMESTAMP.pack_into(buffer, 35, now_ms)
+    _CRC.pack_into(buffer, 17, crc32c(buffer[CRC_START : batch.size]))

@@ -1,0 +1,31 @@
+"""Admin-test helpers on top of the shared `broker` / `broker_factory` fixtures (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+TIDELOG = str(Path(sys.executable).with_name("tidelog"))
+
+
+def make_admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+
+
+@pytest.fixture
+def admin(broker: Any) -> AdminClient:
+    return make_admin(broker.bootstrap)
+
+
+def error_name(future: object) -> str:
+    """The Kafka error name a confluent-kafka admin future failed with ('' if it succeeded)."""
+    try:
+        future.result(timeout=15)  # type: ignore[attr-defined]
+    except KafkaException as error:
+        return str(error.args[0].name())
+    return ""
