@@ -83,6 +83,8 @@ def start_broker(data_dir: Path) -> Server:
         [
             sys.executable, "-m", "tidelog.cli.main", "serve", "--data-dir", str(data_dir),
             "--listen", "127.0.0.1:0", "--log-level", "WARNING",
+            # Kafka's own benchmarks set this to 0: no 3 s wait for more members to join.
+            "--set", "group.initial.rebalance.delay.ms=0",
         ]
     )  # fmt: skip
 
@@ -185,7 +187,11 @@ def consume_assign(bootstrap: str, count: int) -> tuple[float, int, int]:
             "enable.auto.commit": False,
             "fetch.max.bytes": 64 << 20,
             "max.partition.fetch.bytes": 16 << 20,
+            "queued.min.messages": 500_000,
             "queued.max.messages.kbytes": 1 << 20,
+            # librdkafka 2.x waits this long (default 1000 ms) before fetching again once its
+            # queue passed queued.min.messages: with the default, the consumer idles ~1 s in 4.
+            "fetch.queue.backoff.ms": 1,
             "fetch.wait.max.ms": 10,
         }
     )
@@ -195,7 +201,8 @@ def consume_assign(bootstrap: str, count: int) -> tuple[float, int, int]:
     start = time.perf_counter()
     deadline = start + 300
     while seen < count and time.perf_counter() < deadline:
-        for message in consumer.consume(num_messages=100_000, timeout=1.0):
+        # Ask for no more than what is left: consume() waits for a full batch or the timeout.
+        for message in consumer.consume(num_messages=min(100_000, count - seen), timeout=1.0):
             if message.error():
                 raise RuntimeError(str(message.error()))
             value_bytes += len(message.value())
@@ -203,6 +210,76 @@ def consume_assign(bootstrap: str, count: int) -> tuple[float, int, int]:
     elapsed = time.perf_counter() - start
     consumer.close()
     return elapsed, seen, value_bytes
+
+
+def consume_group(bootstrap: str, count: int) -> tuple[float, int, int]:
+    """The workload's consumer: subscribe in a group, sync commit after every poll batch."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-group-{time.time_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 64 << 20,
+            "max.partition.fetch.bytes": 16 << 20,
+            "queued.min.messages": 500_000,
+            "queued.max.messages.kbytes": 1 << 20,
+            "fetch.queue.backoff.ms": 1,
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    seen = 0
+    value_bytes = 0
+    start = time.perf_counter()
+    consumer.subscribe([TOPIC])
+    deadline = start + 300
+    while seen < count and time.perf_counter() < deadline:
+        batch = consumer.consume(num_messages=min(100_000, count - seen), timeout=1.0)
+        for message in batch:
+            if message.error():
+                raise RuntimeError(str(message.error()))
+            value_bytes += len(message.value())
+            seen += 1
+        if batch:
+            committed = consumer.commit(asynchronous=False)
+            if committed is None or committed[0].offset != batch[-1].offset() + 1:
+                raise RuntimeError(f"commit did not cover the batch: {committed}")
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return elapsed, seen, value_bytes
+
+
+def produce_latency(bootstrap: str, rate: float, seconds: float, pool: list[bytes]) -> list[float]:
+    """Produce at a fixed offered `rate` (msg/s); delivery latency in ms of every 50th message."""
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, "linger.ms": 5})
+    producer.list_topics(TOPIC, timeout=10)
+    latencies: list[float] = []
+
+    def sampled(sent_at: float) -> Callable[[object, object], None]:
+        def on_delivery(error: object, _message: object) -> None:
+            if error is None:
+                latencies.append((time.perf_counter() - sent_at) * 1000)
+
+        return on_delivery
+
+    start = time.perf_counter()
+    index = 0
+    total = int(rate * seconds)
+    while index < total:
+        due = int((time.perf_counter() - start) * rate)  # messages that should have been sent
+        while index < min(due, total):
+            value = pool[index % len(pool)]
+            if index % 50 == 0:
+                producer.produce(
+                    TOPIC, value, partition=0, on_delivery=sampled(time.perf_counter())
+                )
+            else:
+                producer.produce(TOPIC, value, partition=0)
+            index += 1
+        producer.poll(0.0005)
+    if producer.flush(60):
+        raise RuntimeError("latency run left messages undelivered")
+    return sorted(latencies)
 
 
 # --- broker-only -------------------------------------------------------------------------------
@@ -255,15 +332,22 @@ def load_generator(host: str, port: int, frame: bytes, requests: int, window: in
 
 # --- driver ------------------------------------------------------------------------------------
 def summary(values: list[float]) -> str:
-    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+    digits = 2 if statistics.median(values) < 10 else 0
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{mid:,.{digits}f} ({low:,.{digits}f}-{high:,.{digits}f})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=4_000_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", default="batch,permessage,consume,brokeronly")
+    parser.add_argument("--only", default="batch,permessage,consume,group,latency,brokeronly")
     parser.add_argument("--raw-requests", type=int, default=400)
+    parser.add_argument(
+        "--shm-too",
+        action="store_true",
+        help="also run broker-only with the data dir on /dev/shm (no filesystem write cost)",
+    )
     options = parser.parse_args()
     parts = set(options.only.split(","))
     pool = value_pool()
@@ -305,29 +389,55 @@ def main() -> None:
                             "consume broker CPU s/M msgs",
                             (broker.cpu_seconds() - cpu_before) / seen * 1e6,
                         )
+                    if "group" in parts and mode_name == modes[0][0]:
+                        elapsed, seen, value_bytes = consume_group(broker.address, options.messages)
+                        if seen != options.messages or value_bytes != sent_bytes:
+                            raise RuntimeError(f"group consumer read {seen} msgs/{value_bytes} B")
+                        record("consume in a group, commit per batch msg/s", seen / elapsed)
                     record(f"{mode_name} broker peak RSS MiB", broker.peak_rss_mib())
                 finally:
                     broker.stop()
-        if "brokeronly" in parts:
-            frame, per_frame = produce_frame(TOPIC, 4000, pool)
+        if "latency" in parts and "produce msg/s" in results:
+            rate = statistics.median(results["produce msg/s"]) / 2
             with tempfile.TemporaryDirectory(prefix="tidelog-bench-") as data_dir:
                 broker = start_broker(Path(data_dir))
                 try:
-                    Producer({"bootstrap.servers": broker.address}).list_topics(TOPIC, timeout=10)
-                    elapsed = load_generator(broker.host, broker.port, frame, options.raw_requests)
+                    latencies = produce_latency(broker.address, rate, 5.0, pool)
                 finally:
                     broker.stop()
+            record("latency offered msg/s", rate)
+            record("produce latency p50 ms", latencies[len(latencies) // 2])
+            record("produce latency p99 ms", latencies[int(len(latencies) * 0.99)])
+        if "brokeronly" in parts:
+            frame, per_frame = produce_frame(TOPIC, 4000, pool)
+            requests = options.raw_requests
+            roots = [None, "/dev/shm"] if options.shm_too else [None]
+            broker_rates = {}
+            for root in roots:
+                with tempfile.TemporaryDirectory(prefix="tidelog-bench-", dir=root) as data_dir:
+                    broker = start_broker(Path(data_dir))
+                    try:
+                        Producer({"bootstrap.servers": broker.address}).list_topics(TOPIC)
+                        elapsed = load_generator(broker.host, broker.port, frame, requests)
+                    finally:
+                        broker.stop()
+                broker_rates[root] = requests * per_frame / elapsed
             sink = Server([sys.executable, "-c", SINK])
             try:
-                sink_elapsed = load_generator(sink.host, sink.port, frame, options.raw_requests)
+                sink_elapsed = load_generator(sink.host, sink.port, frame, requests)
             finally:
                 sink.stop()
-            broker_rate = options.raw_requests * per_frame / elapsed
-            sink_rate = options.raw_requests * per_frame / sink_elapsed
-            record("broker-only msg/s", broker_rate)
-            record("broker-only MB/s", options.raw_requests * len(frame) / elapsed / 1e6)
+            sink_rate = requests * per_frame / sink_elapsed
+            record("broker-only msg/s", broker_rates[None])
+            record("broker-only MB/s", broker_rates[None] * len(frame) / per_frame / 1e6)
             record("asyncio ceiling msg/s", sink_rate)
-            record("broker-only / ceiling %", 100 * broker_rate / sink_rate)
+            record("broker-only / ceiling %", 100 * broker_rates[None] / sink_rate)
+            if options.shm_too:
+                record("broker-only on /dev/shm msg/s", broker_rates["/dev/shm"])
+                record(
+                    "broker-only on /dev/shm / ceiling %",
+                    100 * broker_rates["/dev/shm"] / sink_rate,
+                )
 
     print()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}")
@@ -347,7 +457,7 @@ def main() -> None:
 def _libversion() -> str:
     import confluent_kafka
 
-    return f"{confluent_kafka.libversion()[0]} (confluent-kafka {confluent_kafka.version()[0]})"
+    return f"{confluent_kafka.libversion()[0]} (confluent-kafka {confluent_kafka.version()})"
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""Admin-test helpers on top of the shared `broker` / `broker_factory` fixtures (tests/conftest.py)."""
+"""Admin-test helpers on top of the shared `broker` fixtures in tests/conftest.py."""
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,15 @@ from confluent_kafka.admin import AdminClient
 TIDELOG = str(Path(sys.executable).with_name("tidelog"))
 
 
+_QUIET = logging.getLogger("tests.admin.librdkafka")  # clients outlive their module's broker
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
 def make_admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    return AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000, "logger": _QUIET}
+    )
 
 
 @pytest.fixture

@@ -37,9 +37,18 @@ def test_round_trip_every_supported_request(api_key: int, version: int) -> None:
         for cut in range(len(frame)):
             with pytest.raises(ProtocolDecodeError):
                 decode_request(frame[:cut])
+        # Trailing bytes are ignored, as Kafka's parser ignores them.
         for trailing in (b"\x00", b"\xff" * 5):
-            with pytest.raises(ProtocolDecodeError):
-                decode_request(frame + trailing)
+            assert decode_request(frame + trailing).body == entity
+
+
+def test_librdkafka_all_topics_metadata_with_trailing_bytes() -> None:
+    # Captured from confluent-kafka 2.16.1 (librdkafka 2.16.0) list_topics(): 3 bytes follow
+    # the MetadataRequest v13 body; Kafka accepts it, so must we.
+    frame = bytes.fromhex("0003000d00000003000772646b61666b610000000000010000")
+    request = decode_request(frame)
+    assert request.body.topics is None
+    assert request.header.correlation_id == 3
 
 
 def test_null_client_id_and_header_tagged_fields() -> None:

@@ -1,23 +1,19 @@
-"""Fixtures for the Spark tests: one SparkSession (local[2]) and one `tidelog serve` broker per
-session; every test uses its own topics, so they do not see each other's data."""
+"""Fixtures for the Spark tests: one SparkSession (local[2]) per session and the shared
+`tidelog serve` broker per module; every test uses its own topics."""
 
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
 
 import tidelog.spark
-
-READY = re.compile(r"tidelog ready on (\S+):(\d+)")
 
 
 @pytest.fixture(scope="session")
@@ -41,34 +37,10 @@ def spark() -> Iterator[SparkSession]:
         session.stop()
 
 
-@pytest.fixture(scope="session")
-def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real broker subprocess on a free loopback port; yields its bootstrap address."""
-    data_dir = tmp_path_factory.mktemp("tidelog-spark-broker")
-    command = [
-        str(Path(sys.executable).with_name("tidelog")), "serve",
-        "--data-dir", str(data_dir), "--listen", "127.0.0.1:0",
-    ]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    try:
-        assert process.stdout is not None
-        address = None
-        for line in process.stdout:
-            match = READY.search(line)
-            if match:
-                address = f"{match.group(1)}:{match.group(2)}"
-                break
-        assert address is not None, "broker exited before printing its ready line"
-        yield address
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+@pytest.fixture(scope="module")
+def bootstrap(broker: Any) -> str:
+    """The shared module-scoped `tidelog serve` broker (tests/conftest.py)."""
+    return broker.bootstrap
 
 
 @pytest.fixture

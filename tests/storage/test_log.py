@@ -191,7 +191,7 @@ def test_retention_by_time_and_size(tmp_path: Path) -> None:
     log.close()
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     batches=st.lists(
         st.tuples(
@@ -237,11 +237,10 @@ def test_lookups_equal_linear_scan(
         for timestamp in sorted({ts for _, _, ts in batches} | {-1, 0, 10_001}):
             expected = linear_timestamp_lookup(stored, timestamp, log.log_start_offset)
             assert log.offset_for_timestamp(timestamp) == expected
-        visible = [b for b in stored if b.last_offset >= log.log_start_offset]
-        if visible:
-            best = max(b.max_timestamp for b in visible)
-            expected_max = linear_timestamp_lookup(stored, best, log.log_start_offset)
-            assert log.max_timestamp_offset() == expected_max
+        best = max(b.max_timestamp for b in stored)
+        first = linear_timestamp_lookup(stored, best, 0)
+        assert first is not None
+        assert log.max_timestamp_offset() == (max(first[0], log.log_start_offset), best)
 
     check(log)
     log.close()
@@ -257,6 +256,19 @@ def test_lookups_equal_linear_scan(
     check(rebuilt)
     rebuilt.close()
     assert index_files(directory / TP.dir_name) == originals
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_appends_after_reopen_go_to_the_end(tmp_path: Path, clean: bool) -> None:
+    log = open_log(tmp_path)
+    for number in range(5):
+        log.append([make_batch(2, tag=number)], now_ms=0)
+    log.close()
+    for round_number in range(2):
+        log = open_log(tmp_path, clean=clean)
+        log.append([make_batch(1, tag=100 + round_number)], now_ms=0)
+        assert [b.base_offset for b in read_all(log)] == [0, 2, 4, 6, 8, 10, 11][: 6 + round_number]
+        log.close()
 
 
 def test_batch_views_are_not_copied(tmp_path: Path) -> None:

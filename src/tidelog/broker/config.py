@@ -41,6 +41,9 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
     offsets_retention_minutes: int = 10080  # offsets.retention.minutes
     offsets_topic_num_partitions: int = 1  # offsets.topic.num.partitions
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    group_consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
     log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (retention, flush.ms)
     log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
     raw: Mapping[str, str] = field(default_factory=dict)  # every Kafka-named setting given
@@ -77,6 +80,9 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _parse_int),
     "offsets.retention.minutes": ("offsets_retention_minutes", _parse_int),
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _parse_int),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", _parse_int),
+    "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _parse_int),
+    "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _parse_int),
     "log.retention.check.interval.ms": ("log_tick_interval_ms", _parse_int),
 }
 

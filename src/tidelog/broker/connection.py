@@ -7,8 +7,9 @@ Produce, whose record sets stay writable views into the frame) and dispatched by
 Receiving (asyncio.BufferedProtocol, so the kernel copies straight into our buffers):
 - `_buffer` (RECEIVE_BUFFER_BYTES) collects small frames; each complete frame is copied out
   into its own bytearray (the log rewrites baseOffset in it).
-- A frame larger than half the buffer gets its own bytearray of exactly its declared size, and
-  the kernel fills it directly: no second copy of big produce requests.
+- A frame above BIG_FRAME_BYTES that is not complete yet gets its own bytearray of exactly its
+  declared size, and the kernel fills it directly: big produce requests are copied at most
+  once per receive-buffer's worth (the part that arrived with the previous read).
 - A declared size above socket.request.max.bytes (or below the 8-byte header) closes the
   connection before anything is allocated.
 
@@ -42,7 +43,8 @@ from tidelog.protocol.versions import encode_unsupported_api_versions
 if TYPE_CHECKING:
     from tidelog.broker.server import BrokerServer
 
-RECEIVE_BUFFER_BYTES = 1 << 20
+RECEIVE_BUFFER_BYTES = 256 * 1024
+BIG_FRAME_BYTES = 64 * 1024
 MIN_FRAME_BYTES = 8  # api_key, api_version, correlation_id
 _SIZE = struct.Struct(">i")
 log = logging.getLogger("tidelog.broker.connection")
@@ -138,7 +140,7 @@ class Connection(asyncio.BufferedProtocol):
                 self._start = begin + size
                 self._submit(frame)
                 continue
-            if size > len(self._buffer) // 2:
+            if size > BIG_FRAME_BYTES:
                 # Big frame: the kernel fills a frame-sized bytearray directly from now on.
                 self._big_frame = bytearray(size)
                 self._big_filled = available - 4
@@ -148,7 +150,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _submit(self, frame: bytearray) -> None:
         try:
-            api_key, api_version, correlation_id = parse_header(frame)
+            api_key, api_version, correlation_id = parse_header(memoryview(frame))
             if not router.is_supported(api_key, api_version):
                 self._unsupported(api_key, api_version, correlation_id)
                 return
@@ -203,10 +205,12 @@ class Connection(asyncio.BufferedProtocol):
                 log.exception("closing %s:%d: request failed", *self._peer)
                 self.close()
                 return
-            if isinstance(result, Outgoing) and len(result.parts) > 1:
-                self._writer_task = asyncio.get_running_loop().create_task(self._send_outgoing())
-                return
             self._pending.popleft()
+            if isinstance(result, Outgoing) and len(result.parts) > 1:
+                self._writer_task = asyncio.get_running_loop().create_task(
+                    self._send_outgoing(result)
+                )
+                return
             assert self._transport is not None
             if isinstance(result, Outgoing):
                 part = result.parts[0]
@@ -217,9 +221,7 @@ class Connection(asyncio.BufferedProtocol):
         if len(self._pending) < self._max_in_flight:
             self._unblock_reading("in_flight")
 
-    async def _send_outgoing(self) -> None:
-        _header, task = self._pending.popleft()
-        outgoing = task.result()
+    async def _send_outgoing(self, outgoing: Outgoing) -> None:
         assert self._transport is not None
         loop = asyncio.get_running_loop()
         try:

@@ -23,6 +23,7 @@ from tidelog.broker.handlers import (
     admin,
     api_versions,
     fetch,
+    groups,
     list_offsets,
     metadata,
     produce,
@@ -49,7 +50,7 @@ class RequestContext:
 Handler = Callable[["Broker", RequestContext, Any], Awaitable[Any | None]]
 
 HANDLERS: dict[int, Handler] = {}
-for _family in (api_versions, metadata, produce, fetch, list_offsets, producer, admin):
+for _family in (api_versions, metadata, produce, fetch, list_offsets, producer, admin, groups):
     HANDLERS.update(_family.HANDLERS)
 
 

@@ -88,21 +88,34 @@ def parse_properties(pairs: tuple[str, ...], option: str) -> dict[str, str]:
     return result
 
 
-def topic_partitions(client: Any, topic: str) -> list[int]:
-    """Partition ids of `topic`, from an all-topics Metadata request (which never auto-creates).
+def find_partitions(bootstrap: str, topic: str) -> list[int] | None:
+    """Partition ids of `topic`, or None when it does not exist.
 
-    `client` is a confluent-kafka Producer, Consumer or AdminClient.
+    Asks through a consumer handle: librdkafka sends a consumer's topic Metadata request with
+    allow_auto_topic_creation=false, so looking a topic up never creates it.
     """
-    from confluent_kafka import KafkaException
+    from confluent_kafka import Consumer, KafkaException
 
+    consumer = Consumer(base_config(bootstrap, **{"group.id": "tidelog-cli-metadata"}))
     try:
-        metadata = client.list_topics(timeout=METADATA_TIMEOUT_S)
+        metadata = consumer.list_topics(topic=topic, timeout=METADATA_TIMEOUT_S)
     except KafkaException as exc:
-        raise ToolError(f"metadata request failed: {exc.args[0]}") from None
+        raise ToolError(f"metadata request to {bootstrap} failed: "
+                        f"{kafka_error_text(exc.args[0])}") from None
+    finally:
+        consumer.close()
     info = metadata.topics.get(topic)
-    if info is None or info.error is not None:
-        raise ToolError(f"topic {topic!r} does not exist (see `tidelog topics list`)")
+    if info is None or info.error is not None or not info.partitions:
+        return None
     return sorted(info.partitions)
+
+
+def topic_partitions(bootstrap: str, topic: str) -> list[int]:
+    """Partition ids of `topic`; an unknown topic is a one-line ToolError."""
+    partitions = find_partitions(bootstrap, topic)
+    if partitions is None:
+        raise ToolError(f"topic {topic!r} does not exist (see `tidelog topics list`)")
+    return partitions
 
 
 def kafka_error_text(error: Any) -> str:

@@ -60,9 +60,9 @@ def _result(futures: dict[Any, Any], what: str) -> Any:
         raise ToolError(f"{what} failed: {text}") from None
 
 
-def _check_topic(admin: Any, topic: str | None) -> None:
+def _check_topic(bootstrap: str, topic: str | None) -> None:
     if topic is not None:
-        topic_partitions(admin, topic)  # unknown topic -> one clear line
+        topic_partitions(bootstrap, topic)  # unknown topic -> one clear line
 
 
 @click.group("config")
@@ -80,7 +80,7 @@ def describe_command(bootstrap: str, topic: str | None, broker: str | None,
     """Show the configs of a topic or a broker."""
     resource = _resource(topic, broker)
     admin = _admin(bootstrap)
-    _check_topic(admin, topic)
+    _check_topic(bootstrap, topic)
     entries = _result(admin.describe_configs([resource]), f"describe {resource}")
     table = Table(title=f"{'topic' if topic else 'broker'} {topic or broker}")
     table.add_column("name")
@@ -119,7 +119,7 @@ def set_command(bootstrap: str, topic: str | None, broker: str | None,
     if not updates and not deletes:
         raise click.UsageError("nothing to change: give KEY=VALUE pairs or --delete KEY")
     admin = _admin(bootstrap)
-    _check_topic(admin, topic)
+    _check_topic(bootstrap, topic)
     for name, value in updates.items():
         resource.add_incremental_config(
             ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))

@@ -136,7 +136,7 @@ def consume_command(
     printer = _Printer(output_format, print_key, key_separator)
     count = 0
     try:
-        partitions = topic_partitions(consumer, topic)
+        partitions = topic_partitions(bootstrap, topic)
         if partition is not None:
             if partition not in partitions:
                 raise ToolError(f"topic {topic!r} has no partition {partition}")

@@ -27,7 +27,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tidelog.cli.client import ToolError, base_config, kafka_error_text, topic_partitions
+from tidelog.cli.client import (
+    ToolError,
+    base_config,
+    find_partitions,
+    kafka_error_text,
+    topic_partitions,
+)
 
 SEED_MESSAGES = 4_000_000
 QUICK_MESSAGES = 200_000
@@ -113,9 +119,9 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int) -> bool:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient(base_config(bootstrap))
-    if topic in admin.list_topics(timeout=10.0).topics:
+    if find_partitions(bootstrap, topic) is not None:
         return False
+    admin = AdminClient(base_config(bootstrap))
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
                                             replication_factor=1)])
     try:
@@ -135,7 +141,7 @@ def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     consumer = Consumer(base_config(bootstrap, **{"group.id": "tidelog-bench-watermarks"}))
     try:
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)
-                for p in topic_partitions(consumer, topic)}
+                for p in topic_partitions(bootstrap, topic)}
     finally:
         consumer.close()
 

@@ -22,10 +22,10 @@ from tidelog.cli.client import (
     base_config,
     bootstrap_option,
     check_reachable,
+    find_partitions,
     kafka_error_text,
     parse_properties,
     stderr,
-    topic_partitions,
 )
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -41,14 +41,12 @@ def _lines(stream: BinaryIO) -> Iterator[bytes]:
         yield line
 
 
-def _ensure_topic(producer: Any, topic: str) -> None:
-    """The topic must exist, or the broker must create it on a topic Metadata request
-    (auto.create.topics.enable, as kafka-console-producer relies on)."""
-    try:
-        topic_partitions(producer, topic)
-        return
-    except ToolError:
-        pass
+def _ensure_topic(producer: Any, bootstrap: str, topic: str) -> list[int]:
+    """The topic's partitions. It must exist, or the broker must create it on the producer's
+    Metadata request (auto.create.topics.enable, as kafka-console-producer relies on)."""
+    partitions = find_partitions(bootstrap, topic)
+    if partitions is not None:
+        return partitions
     from confluent_kafka import KafkaException
 
     try:
@@ -61,6 +59,7 @@ def _ensure_topic(producer: Any, topic: str) -> None:
             f"topic {topic!r} does not exist and the broker did not create it "
             "(create it with `tidelog topics create`)"
         )
+    return sorted(info.partitions)
 
 
 @click.command("produce")
@@ -99,8 +98,8 @@ def produce_command(
         bootstrap, acks=acks, **{"compression.type": compression, "linger.ms": 5},
         **parse_properties(extra, "-X"),
     ))
-    _ensure_topic(producer, topic)
-    if partition is not None and partition not in topic_partitions(producer, topic):
+    partitions = _ensure_topic(producer, bootstrap, topic)
+    if partition is not None and partition not in partitions:
         raise ToolError(f"topic {topic!r} has no partition {partition}")
 
     outcome: dict[str, int] = {"delivered": 0, "failed": 0}

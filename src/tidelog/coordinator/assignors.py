@@ -105,7 +105,7 @@ def _uniform_homogeneous(
     free = [partition for partition in partitions if partition not in taken]
     position = 0
     for member_id in member_ids:  # fill everyone up to the minimum quota
-        need = min_quota - len(owned[member_id])
+        need = max(0, min_quota - len(owned[member_id]))
         owned[member_id].extend(free[position : position + need])
         position += need
     for member_id in member_ids:  # then hand out the remaining "+1" slots

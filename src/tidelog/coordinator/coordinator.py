@@ -131,13 +131,17 @@ class GroupCoordinatorShard:
         group = self.groups.get(request.group_id)
         if isinstance(group, ConsumerGroup):
             return Result(response=JoinGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        created = group is None
         if group is None:
             if request.member_id:
                 error = JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=request.member_id)
                 return Result(response=error)
             group = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
             self.groups[request.group_id] = group
-        return classic.join_group(group, request, self.config, now_ms)
+        result = classic.join_group(group, request, self.config, now_ms)
+        if created and not group.members and not group.pending_members and not result.records:
+            del self.groups[request.group_id]  # a refused first join leaves no group behind
+        return result
 
     def _classic(self, group_id: str) -> ClassicGroup | None:
         group = self.groups.get(group_id)

@@ -194,7 +194,7 @@ class ClassicGroup:
                     member_id=item.member_id,
                     client_id=item.client_id,
                     client_host=item.client_host,
-                    rebalance_timeout_ms=item.rebalance_timeout,
+                    rebalance_timeout_ms=item.rebalance_timeout or item.session_timeout,
                     session_timeout_ms=item.session_timeout,
                     protocol_type=value.protocol_type,
                     protocols=((value.protocol or "", item.subscription),),

@@ -80,7 +80,8 @@ class OffsetStore:
                 offset=item.offset,
                 metadata=metadata,
                 commit_timestamp=now_ms,
-                leader_epoch=item.leader_epoch,
+                # A value with an expire timestamp is written as v1, which has no leader epoch.
+                leader_epoch=item.leader_epoch if expire < 0 else -1,
                 expire_timestamp=expire,
             )
             key = OffsetCommitKey(group_id, item.topic, item.partition)

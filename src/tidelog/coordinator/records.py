@@ -161,6 +161,12 @@ class _Reader:
         except UnicodeDecodeError as exc:
             raise CorruptRecordError(f"coordinator record: invalid UTF-8 string: {exc}") from None
 
+    def required_string(self) -> str:
+        text = self.string()
+        if text is None:
+            raise CorruptRecordError("coordinator record: null where a string is required")
+        return text
+
     def skip_tagged_fields(self) -> None:
         for _ in range(self.uvarint()):
             self.uvarint()  # tag
@@ -221,10 +227,7 @@ def _read_struct(reader: _Reader, cls: type, version: int) -> Any:
         elif kind in _FIXED:
             values[spec.name] = reader.unpack(_FIXED[kind])
         elif kind == STRING:
-            text = reader.string()
-            if text is None:
-                raise CorruptRecordError(f"coordinator record: {spec.name} must not be null")
-            values[spec.name] = text
+            values[spec.name] = reader.required_string()
         elif kind == NULLABLE_STRING:
             values[spec.name] = reader.string()
         elif kind == BYTES:
@@ -233,7 +236,7 @@ def _read_struct(reader: _Reader, cls: type, version: int) -> Any:
         elif kind == UUID:
             values[spec.name] = uuid.UUID(bytes=reader.take(16))
         elif kind == STRING_ARRAY:
-            values[spec.name] = _read_array(reader, reader.string)
+            values[spec.name] = _read_array(reader, reader.required_string)
         elif kind == INT32_ARRAY:
             values[spec.name] = _read_array(reader, lambda: reader.unpack(_I32))
     if reader.flexible:
@@ -359,12 +362,12 @@ class MemberMetadata:
     """One classic-group member inside GroupMetadataValue."""
 
     member_id: str
-    client_id: str
-    client_host: str
-    rebalance_timeout: int
-    session_timeout: int
-    subscription: bytes
-    assignment: bytes
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout: int = 0  # v0 has none: the session timeout applies
+    session_timeout: int = 0
+    subscription: bytes = b""
+    assignment: bytes = b""
     group_instance_id: str | None = None
     SCHEMA: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("member_id", STRING),

@@ -154,10 +154,6 @@ def decode_request(
         body, size = _reader(schema)(frame, position)
     except Exception as error:
         raise ProtocolDecodeError(f"malformed {schema.__name__} v{api_version}: {error}") from error
-    if position + size != len(frame):
-        raise ProtocolDecodeError(
-            f"{len(frame) - position - size} trailing bytes after {schema.__name__}"
-        )
     header = RequestHeader(int(api_key), int(api_version), int(correlation_id), client_id, flexible)
     return Request(header, body)
 

@@ -185,12 +185,14 @@ def _min_size(operation: Operation) -> int:
     return 1  # compact lengths and the nullable-struct marker
 
 
-def check_request(entity_type: Any, frame: bytes | memoryview, position: int) -> None:
-    """Raise MalformedRequestError unless the body from ``position`` fits ``frame`` exactly."""
+def check_request(entity_type: Any, frame: bytes | memoryview, position: int) -> int:
+    """Raise MalformedRequestError unless the body from ``position`` fits in ``frame``.
+
+    Returns where the body ends. Bytes after it are allowed, as Kafka's own parser allows them:
+    librdkafka 2.16 sends a Metadata v13 "all topics" request with 3 extra bytes.
+    """
     plan = request_plan(entity_type)
-    end = _walk_entity(plan, frame, position, len(frame))
-    if end != len(frame):
-        raise MalformedRequestError(f"{len(frame) - end} trailing bytes after {plan.name}")
+    return _walk_entity(plan, frame, position, len(frame))
 
 
 def _walk_entity(plan: Plan, frame: bytes | memoryview, position: int, end: int) -> int:

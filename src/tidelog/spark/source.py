@@ -94,6 +94,8 @@ def _read(partition: InputPartition, options: SourceOptions) -> Iterator[pa.Reco
             options.include_headers,
         )
         return
+    if not isinstance(partition, LiveRange):
+        return  # Spark reads one placeholder partition when the plan is empty
     yield from read_range(
         options.kafka_config,
         partition.offset_range,

@@ -109,7 +109,7 @@ def records_section(batch: RecordBatch) -> bytes:
 
 def clean_batch(
     batch: RecordBatch, offset_map: OffsetMap, *, now_ms: int, delete_retention_ms: int
-) -> bytes | memoryview | None:
+) -> bytearray | memoryview | None:
     """The batch as compaction leaves it: the original bytes when nothing changes, new bytes
     when some records go or a delete horizon is stamped, None when no record survives.
 

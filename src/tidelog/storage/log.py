@@ -16,7 +16,6 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from tidelog.errors import ErrorCode, InvalidRecordError, KafkaError
@@ -24,6 +23,7 @@ from tidelog.records.batch import ATTR_TIMESTAMP_TYPE, CRC_START, RecordBatch, c
 from tidelog.storage import producer_state as ps
 from tidelog.storage.config import LogConfig
 from tidelog.storage.recovery import load_segments
+from tidelog.storage.results import AppendResult, FileSlice, FlushTicket, ReadResult
 from tidelog.storage.segment import LogSegment, SegmentState
 from tidelog.types import TopicPartition
 
@@ -32,43 +32,6 @@ _SNAPSHOTS_KEPT = 2
 _ATTRIBUTES = struct.Struct(">h")
 _CRC = struct.Struct(">I")
 _TIMESTAMP = struct.Struct(">q")
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
-    duplicate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class FileSlice:
-    fd: int
-    position: int
-    length: int
-
-    def read_bytes(self) -> bytes:
-        return os.pread(self.fd, self.length, self.position)
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    slices: tuple[FileSlice, ...]
-    size: int
-    log_start_offset: int
-    log_end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FlushTicket:
-    """What the fsync thread syncs outside the lock: dup'd fds stay valid across a roll."""
-
-    generation: int
-    log_end_offset: int
-    fds: tuple[int, ...]
-    sealed: tuple[LogSegment, ...]
 
 
 class PartitionLog:
@@ -137,7 +100,7 @@ class PartitionLog:
     ) -> AppendResult:
         """Leader append of one produce request's batches for this partition, all or nothing."""
         total_size = self._validate(batches)
-        duplicate = self._check_producers(batches)
+        duplicate = self.producer_state.check_append(batches)
         if duplicate is not None:
             return AppendResult(
                 duplicate.first_offset, duplicate.last_offset, -1, self._log_start_offset, True
@@ -193,45 +156,11 @@ class PartitionLog:
             )
         return total_size
 
-    def _check_producers(self, batches: Sequence[RecordBatch]) -> ps.BatchMetadata | None:
-        pending: dict[int, tuple[int, int]] = {}
-        for batch in batches:
-            producer_id, sequence = batch.producer_id, batch.base_sequence
-            if producer_id < 0 or sequence < 0:
-                continue
-            epoch = batch.producer_epoch
-            if producer_id in pending:
-                last_epoch, last_sequence = pending[producer_id]
-                if epoch != last_epoch or sequence != (last_sequence + 1) % 2**31:
-                    raise KafkaError(
-                        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                        f"producer {producer_id}: sequence {sequence} after {last_sequence}",
-                    )
-            else:
-                original = self.producer_state.check(
-                    producer_id, epoch, sequence, batch.last_sequence
-                )
-                if original is not None:
-                    if len(batches) == 1:
-                        return original
-                    raise KafkaError(
-                        ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
-                        f"producer {producer_id}: duplicate batch inside a multi-batch append",
-                    )
-            pending[producer_id] = (epoch, batch.last_sequence)
-        return None
-
     def _after_append(self, batches: Sequence[RecordBatch], now_ms: int) -> None:
         segment = self._segments[-1]
         if segment.rolling_base_ms is None:
             segment.rolling_base_ms = now_ms
-        for batch in batches:
-            if batch.producer_id >= 0 and batch.base_sequence >= 0:
-                self.producer_state.update(
-                    batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                    batch.last_sequence, batch.base_offset, batch.last_offset,
-                    batch.max_timestamp,
-                )
+        self.producer_state.record_append(batches)
         if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
             if self.flush_requester is not None:
                 self.flush_requester(self)
@@ -331,14 +260,15 @@ class PartitionLog:
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(base offset, timestamp) of the first batch holding the largest timestamp."""
+        """(base offset, timestamp) of the first batch holding the largest timestamp, clamped
+        to log_start_offset (Kafka's segment-level answer)."""
         best: LogSegment | None = None
         for segment in self._segments:
             if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
                 best = segment
         if best is None:
             return None
-        header = best.find_timestamp(best.max_timestamp, min_offset=self._log_start_offset)
+        header = best.find_timestamp(best.max_timestamp)
         if header is None:
             return None
         return max(header.base_offset, self._log_start_offset), header.max_timestamp
@@ -413,6 +343,24 @@ class PartitionLog:
         # may still be in a sendfile.
         self._retired.append(segment.delete())
 
+    # --- log cleaner hook (owned by storage/cleaner.py) ---------------------------------------
+    def replace_segments(
+        self, old: Sequence[LogSegment], install: Callable[[], LogSegment]
+    ) -> None:
+        """Log cleaner: retire the consecutive sealed segments `old`, then put the segment
+        `install()` opens (it renames the cleaned file into place) where they were."""
+        with self._lock:
+            first = self._segments.index(old[0])
+            if self._segments[first : first + len(old)] != list(old) or first + len(old) >= len(
+                self._segments
+            ):
+                raise AssertionError("replace_segments: not consecutive sealed segments")
+            for segment in old:
+                self._retire(segment)
+            new = install()
+            self._segments[first : first + len(old)] = [new]
+            self._bases[first : first + len(old)] = [new.base_offset]
+
     def close_retired(self) -> None:
         retired, self._retired = self._retired, []
         for fd in retired:
@@ -475,14 +423,7 @@ class PartitionLog:
         if start >= log_end_offset:
             return state
         for segment in self._segments[bisect.bisect_right(self._bases, start) - 1 :]:
-            for header in segment.scan_headers(segment.position_of(start)):
-                if header.producer_id >= 0 and header.base_sequence >= 0:
-                    last_sequence = (header.base_sequence + header.last_offset_delta) % 2**31
-                    state.update(
-                        header.producer_id, header.producer_epoch, header.base_sequence,
-                        last_sequence, header.base_offset, header.last_offset,
-                        header.max_timestamp,
-                    )
+            state.replay(segment.scan_headers(segment.position_of(start)))
         return state
 
 

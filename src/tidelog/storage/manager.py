@@ -27,6 +27,7 @@ from tidelog.storage.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
+from tidelog.storage.cleaner import LogCleaner
 from tidelog.storage.config import LogConfig
 from tidelog.storage.group_commit import GroupCommit
 from tidelog.storage.log import PartitionLog
@@ -66,6 +67,7 @@ class LogManager:
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         log_start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self.cleaner = LogCleaner(data_dir)  # log compaction (storage/cleaner.py)
         for directory in sorted(data_dir.iterdir()):
             if directory.name.endswith(DELETED_SUFFIX) and directory.is_dir():
                 shutil.rmtree(directory, ignore_errors=True)
@@ -128,6 +130,7 @@ class LogManager:
     def delete(self, tp: TopicPartition) -> None:
         log = self._logs.pop(tp, None)
         self._last_flush_ms.pop(tp, None)
+        self.cleaner.forget(tp)  # log compaction
         if log is None:
             return
         log.close(flush=False)
@@ -158,6 +161,7 @@ class LogManager:
             for log in self._logs.values():
                 log.close_retired()  # retired by the previous pass: no sendfile still uses them
                 log.apply_retention(now_ms)
+        self.cleaner.step(self._logs.values(), now_ms)  # log compaction: bounded work
         if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
             self._last_checkpoint_ms = now_ms
             self.write_checkpoints()

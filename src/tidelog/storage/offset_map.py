@@ -36,7 +36,7 @@ def key_digest(key: bytes) -> bytes:
 class OffsetMap:
     """Key digest -> latest offset. `put` refuses nothing; callers check `free_slots` first."""
 
-    __slots__ = ("_buffer", "_slots", "max_entries", "entries", "latest_offset")
+    __slots__ = ("_buffer", "_slots", "entries", "latest_offset", "max_entries")
 
     def __init__(self, memory_bytes: int) -> None:
         slots = memory_bytes // SLOT_BYTES
@@ -69,7 +69,7 @@ class OffsetMap:
         while True:
             position = slot * SLOT_BYTES
             stored = buffer[position : position + DIGEST_BYTES]
-            if stored == digest or stored == _EMPTY:
+            if stored in (digest, _EMPTY):
                 return position
             slot = slot + 1 if slot + 1 < slots else 0
 

@@ -30,13 +30,15 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import crc32c as _crc32c
 
 from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
+from tidelog.records.batch import RecordBatch
 
 MAX_CACHED_BATCHES = 5
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -66,6 +68,23 @@ class ProducerEntry:
     @property
     def last_sequence(self) -> int:
         return self.batches[-1].last_sequence if self.batches else -1
+
+
+class _Header(Protocol):
+    """The batch-header fields replay needs (segment.BatchHeader has them)."""
+
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset_delta(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
 
 
 class ProducerStateManager:
@@ -104,6 +123,54 @@ class ProducerStateManager:
                 f"producer {producer_id}: sequence {first_sequence}, expected {expected}",
             )
         return None
+
+    def check_append(self, batches: Sequence[RecordBatch]) -> BatchMetadata | None:
+        """Check one append's batches; the original batch if the append is a duplicate.
+        A producer's batches inside one append must follow each other."""
+        pending: dict[int, tuple[int, int]] = {}
+        for batch in batches:
+            producer_id, sequence = batch.producer_id, batch.base_sequence
+            if producer_id < 0 or sequence < 0:
+                continue
+            epoch = batch.producer_epoch
+            if producer_id in pending:
+                last_epoch, last_sequence = pending[producer_id]
+                if epoch != last_epoch or sequence != (last_sequence + 1) % _SEQUENCE_MODULUS:
+                    raise KafkaError(
+                        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        f"producer {producer_id}: sequence {sequence} after {last_sequence}",
+                    )
+            else:
+                original = self.check(producer_id, epoch, sequence, batch.last_sequence)
+                if original is not None:
+                    if len(batches) == 1:
+                        return original
+                    raise KafkaError(
+                        ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+                        f"producer {producer_id}: duplicate batch inside a multi-batch append",
+                    )
+            pending[producer_id] = (epoch, batch.last_sequence)
+        return None
+
+    def record_append(self, batches: Sequence[RecordBatch]) -> None:
+        for batch in batches:
+            if batch.producer_id >= 0 and batch.base_sequence >= 0:
+                self.update(
+                    batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                    batch.last_sequence, batch.base_offset, batch.last_offset,
+                    batch.max_timestamp,
+                )
+
+    def replay(self, headers: Iterable[_Header]) -> None:
+        """Rebuild from stored batch headers (recovery, truncation)."""
+        for header in headers:
+            if header.producer_id >= 0 and header.base_sequence >= 0:
+                last_sequence = (header.base_sequence + header.last_offset_delta) % 2**31
+                self.update(
+                    header.producer_id, header.producer_epoch, header.base_sequence,
+                    last_sequence, header.base_offset, header.base_offset
+                    + header.last_offset_delta, header.max_timestamp,
+                )
 
     def update(
         self,

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tidelog.storage.cleaner_swap import complete_interrupted_clean
 from tidelog.storage.config import LogConfig
 from tidelog.storage.segment import LogSegment, SegmentState
 
@@ -52,6 +53,7 @@ def _remove_strays(directory: Path, bases: set[int]) -> None:
 def load_segments(
     directory: Path, config: LogConfig, *, clean: bool, recovery_point: int
 ) -> LoadResult:
+    complete_interrupted_clean(directory, config)  # log cleaner: finish or undo a swap
     bases = segment_base_offsets(directory)
     _remove_strays(directory, set(bases))
     result = LoadResult([])

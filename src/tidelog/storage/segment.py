@@ -34,6 +34,7 @@ from tidelog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header
 _IOV_MAX = 1024
 _U32_SPAN = 2**32 - 1
+_VERIFY_MAX_HEADERS = 256
 
 
 class SegmentState(enum.Enum):
@@ -88,7 +89,8 @@ class LogSegment:
         self.interval_bytes = interval_bytes
         self.index_bytes = index_bytes
         self.path = log_path(directory, base_offset, ".log")
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # O_APPEND: writes land at the end even after a reopen or an ftruncate
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.state = SegmentState.ACTIVE
         self.next_offset = base_offset  # exclusive end offset of the batches it holds
@@ -136,6 +138,7 @@ class LogSegment:
             segment._open_indexes(writable=False)
             segment.offset_index.check(segment.size, span - base_offset)
             segment.time_index.check(span - base_offset)
+            segment._verify_against_log()
         except (IndexCorruptError, OSError):
             segment.rebuild(validate=False, expected_offset=base_offset, sealed=not active)
         else:
@@ -154,6 +157,8 @@ class LogSegment:
     def _open_indexes(self, *, writable: bool) -> None:
         offset_path = log_path(self.directory, self.base_offset, ".index")
         time_path = log_path(self.directory, self.base_offset, ".timeindex")
+        if not writable and not (offset_path.exists() and time_path.exists()):
+            raise IndexCorruptError(f"index files of segment {self.base_offset} missing")
         self.offset_index = OffsetIndex(offset_path, self.index_bytes, writable=writable)
         try:
             self.time_index = TimeIndex(time_path, self.index_bytes, writable=writable)
@@ -167,6 +172,35 @@ class LogSegment:
             self.offset_index.close()
             self.time_index.close()
             self._indexes_open = False
+
+    def _verify_against_log(self) -> None:
+        """Spot-check index entries against batch headers (a few preads, bounded): the last
+        offset entry must start a batch with that offset; the first and last time entries
+        must equal the max timestamp of the batches they summarise."""
+        if self.offset_index.entries:
+            relative, position = self.offset_index.entry_at(self.offset_index.entries - 1)
+            header = self.read_header(position)
+            if header is None or header.base_offset != self.base_offset + relative:
+                raise IndexCorruptError(f"{self.offset_index.path.name}: entry off a batch")
+        entries = self.time_index.entries
+        for slot in sorted({0, entries - 1}) if entries else ():
+            timestamp, relative = self.time_index.entry_at(slot)
+            computed, start = -1, 0
+            if slot:
+                computed, previous = self.time_index.entry_at(slot - 1)
+                start = self.offset_index.lookup(previous)[1]
+            target = self.base_offset + relative
+            found = False
+            for count, header in enumerate(self.iter_headers(start)):
+                if header.base_offset > target or count >= _VERIFY_MAX_HEADERS:
+                    found = count >= _VERIFY_MAX_HEADERS  # too far to check cheaply: trust
+                    break
+                computed = max(computed, header.max_timestamp)
+                if header.base_offset == target:
+                    found = computed == timestamp
+                    break
+            if not found:
+                raise IndexCorruptError(f"{self.time_index.path.name}: entry disagrees")
 
     def _load_tail(self) -> None:
         """Derive in-memory state from the indexes plus the batches after the last entry."""

@@ -1,0 +1,239 @@
+"""The group coordinator on the event loop: shards, `__consumer_offsets`, timers, parked requests.
+
+Wires the pure `GroupCoordinatorShard`s (one per `__consumer_offsets` partition) to storage and
+time. For every operation: run it (pure), append its records as one batch to the group's
+partition, replay them on the shard, arm/cancel its timers with `loop.call_later` (no polling),
+and answer — after the append, and after fsync when the partition's durability is `sync`.
+Parked JoinGroup/SyncGroup requests wait on futures keyed by waiter id; a later operation or
+timer completes them.
+
+Started on the first group request (`service(broker)`): creates `__consumer_offsets`
+(compacted, offsets.topic.num.partitions partitions) if missing and rebuilds every shard by
+replaying its partition. Runs on the event loop; storage calls are short page-cache writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tidelog.broker import clock
+from tidelog.coordinator.coordinator import GroupCoordinatorShard, partition_for
+from tidelog.coordinator.loader import encode_batch, iter_coordinator_records
+from tidelog.coordinator.messages import GroupConfig, Result, TimerKey, TimerRequest, TopicsImage
+from tidelog.coordinator.records import CoordinatorRecord
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.records.batch import RecordBatch, iter_batches
+from tidelog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from tidelog.broker.state import Broker
+
+log = logging.getLogger("tidelog.broker.groups")
+OFFSETS_TOPIC = "__consumer_offsets"
+READ_CHUNK_BYTES = 4 * 1024 * 1024
+T = TypeVar("T")
+
+
+def group_config(broker: Broker) -> GroupConfig:
+    config = broker.config
+    return GroupConfig(
+        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        min_session_timeout_ms=config.group_min_session_timeout_ms,
+        max_session_timeout_ms=config.group_max_session_timeout_ms,
+        offsets_retention_ms=config.offsets_retention_minutes * 60_000,
+        consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+    )
+
+
+class GroupService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = group_config(broker)
+        self.shards: dict[int, GroupCoordinatorShard] = {}
+        self._timers: dict[tuple[int, TimerKey], asyncio.TimerHandle] = {}
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._waiter_ids = itertools.count(1)
+        self._retention_handle: asyncio.TimerHandle | None = None
+        self.partitions = self._ensure_topic()
+        now_ms = clock.now_ms()
+        for partition in range(self.partitions):
+            shard = GroupCoordinatorShard(self.config)
+            timers = shard.load(self._read_partition(partition), now_ms)
+            self.shards[partition] = shard
+            for timer in timers:
+                self._arm(partition, timer)
+        self._schedule_retention()
+        log.info(
+            "group coordinator loaded %d groups", sum(len(s.groups) for s in self.shards.values())
+        )
+
+    def _ensure_topic(self) -> int:
+        info = self.broker.topics.get(OFFSETS_TOPIC)
+        if info is None:
+            configs = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+            count = max(1, self.broker.config.offsets_topic_num_partitions)
+            info = self.broker.create_topic(OFFSETS_TOPIC, count, configs, internal=True)
+        return info.partitions
+
+    def _read_partition(self, partition: int) -> list[CoordinatorRecord]:
+        """Every coordinator record of one partition, in offset order (blocking file I/O)."""
+        partition_log = self.broker.partition_log(OFFSETS_TOPIC, partition)
+        records: list[CoordinatorRecord] = []
+        offset = partition_log.log_start_offset
+        while offset < partition_log.log_end_offset:
+            read = partition_log.read(offset, READ_CHUNK_BYTES)
+            if read.size == 0:
+                break
+            data = b"".join(piece.read_bytes() for piece in read.slices)
+            batches = list(iter_batches(data))
+            if not batches:
+                break
+            records.extend(iter_coordinator_records(data))
+            offset = batches[-1].next_offset
+        return records
+
+    # ------------------------------------------------------------ routing
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.partitions)
+
+    def shard_of(self, group_id: str) -> GroupCoordinatorShard:
+        return self.shards[self.partition_of(group_id)]
+
+    def topics_image(self) -> TopicsImage:
+        return {
+            info.name: (info.topic_id, info.partitions)
+            for info in self.broker.topics.all()
+            if not info.internal
+        }
+
+    # ------------------------------------------------------------ running operations
+
+    async def run(
+        self, group_id: str, operation: Callable[[GroupCoordinatorShard, int], Result[T]]
+    ) -> T:
+        """Run one operation for `group_id`; returns its response (maybe after parking)."""
+        partition = self.partition_of(group_id)
+        waiter_id = next(self._waiter_ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters[waiter_id] = future
+        try:
+            result = operation(self.shards[partition], waiter_id)
+            durable = self._apply(partition, result)
+            if durable is not None:
+                await durable
+            self._complete(result.completions)
+            if result.response is not None:
+                return result.response
+            response: T = await future
+            return response
+        finally:
+            self._waiters.pop(waiter_id, None)
+
+    def _apply(self, partition: int, result: Result[Any]) -> Awaitable[None] | None:
+        """Append and replay the records, arm the timers; the fsync wait if any is returned."""
+        durable: Awaitable[None] | None = None
+        if result.records:
+            partition_log = self.broker.partition_log(OFFSETS_TOPIC, partition)
+            buffer = encode_batch(result.records, clock.now_ms())
+            try:
+                appended = partition_log.append(
+                    [RecordBatch(memoryview(buffer))], now_ms=clock.now_ms()
+                )
+            except OSError as error:
+                raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error)) from None
+            shard = self.shards[partition]
+            for record in result.records:
+                shard.replay(record)
+            self.broker.append_waiters.notify(TopicPartition(OFFSETS_TOPIC, partition))
+            if partition_log.config.durability == "sync":
+                durable = self.broker.wait_durable(partition_log, appended.last_offset + 1)
+        for timer in result.timers:
+            self._arm(partition, timer)
+        return durable
+
+    def _complete(self, completions: list[tuple[int, object]]) -> None:
+        for waiter_id, response in completions:
+            future = self._waiters.get(waiter_id)
+            if future is not None and not future.done():
+                future.set_result(response)
+
+    def _apply_detached(self, partition: int, result: Result[Any]) -> None:
+        """For timer-driven results: nobody awaits them, parked requests do."""
+        durable = self._apply(partition, result)
+        if durable is None:
+            self._complete(result.completions)
+            return
+
+        async def finish() -> None:
+            await durable
+            self._complete(result.completions)
+
+        task = asyncio.ensure_future(finish())
+        task.add_done_callback(_log_failure)
+
+    # ------------------------------------------------------------ timers
+
+    def _arm(self, partition: int, timer: TimerRequest) -> None:
+        handle_key = (partition, timer.key)
+        old = self._timers.pop(handle_key, None)
+        if old is not None:
+            old.cancel()
+        if timer.deadline_ms is None:
+            return
+        delay_s = max(0, timer.deadline_ms - clock.now_ms()) / 1000
+        loop = asyncio.get_running_loop()
+        self._timers[handle_key] = loop.call_later(delay_s, self._fire, partition, timer.key)
+
+    def _fire(self, partition: int, key: TimerKey) -> None:
+        self._timers.pop((partition, key), None)
+        try:
+            result = self.shards[partition].on_timer(key, self.topics_image(), clock.now_ms())
+            self._apply_detached(partition, result)
+        except KafkaError:
+            log.exception("group timer %s failed", key)
+
+    def _schedule_retention(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval_s = self.config_interval_ms() / 1000
+        self._retention_handle = loop.call_later(interval_s, self._expire_offsets)
+
+    def config_interval_ms(self) -> int:
+        return max(1000, self.broker.config.offsets_retention_check_interval_ms)
+
+    def _expire_offsets(self) -> None:
+        now_ms = clock.now_ms()
+        for partition, shard in self.shards.items():
+            records = shard.expire_offsets(now_ms)
+            if records:
+                log.info("expiring %d offsets/groups in partition %d", len(records), partition)
+                self._apply_detached(partition, Result(records=records))
+        self._schedule_retention()
+
+    def close(self) -> None:
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        if self._retention_handle is not None:
+            self._retention_handle.cancel()
+        for future in self._waiters.values():
+            if not future.done():
+                future.cancel()
+
+
+def _log_failure(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("group append failed", exc_info=task.exception())
+
+
+def service(broker: Broker) -> GroupService:
+    """The broker's group service, started on first use."""
+    if broker.groups is None:
+        broker.groups = GroupService(broker)
+    groups: GroupService = broker.groups
+    return groups

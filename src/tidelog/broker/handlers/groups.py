@@ -1,0 +1,520 @@
+"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat,
+ConsumerGroupDescribe.
+
+Each handler only translates: kio request (any version) -> coordinator message -> `GroupService`
+-> coordinator response -> kio response of the same version. The rules live in
+`tidelog.coordinator`; this node is the coordinator of every group (single node).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker import clock, responses
+from tidelog.broker.group_service import service
+from tidelog.coordinator.coordinator import GroupCoordinatorShard
+from tidelog.coordinator.messages import (
+    CommitPartition,
+    ConsumerGroupHeartbeatRequest,
+    DescribedGroup,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeaveMember,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    Result,
+    SyncGroupRequest,
+)
+from tidelog.coordinator.records import TopicPartitions
+from tidelog.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from tidelog.broker.router import RequestContext
+    from tidelog.broker.state import Broker
+
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
+LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 13, 14, 15, 16, 42
+OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 47, 68, 69
+NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested", as Kafka answers
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000) if isinstance(value, timedelta) else int(value)
+
+
+def _host(context: RequestContext) -> str:
+    return f"/{context.client_host}"
+
+
+def _classes(api_key: int, version: int) -> Any:
+    return responses.response_module(api_key, version)
+
+
+def _response(api_key: int, version: int, **fields: Any) -> Any:
+    return responses.build(responses.response_class(api_key, version), throttle_time=0, **fields)
+
+
+async def handle_find_coordinator(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    service(broker)  # the coordinator (and __consumer_offsets) exist before anyone joins
+    config = broker.config
+    where = {
+        "node_id": config.node_id,
+        "host": config.advertised_host,
+        "port": config.advertised_port,
+    }
+    if version < 4:
+        return _response(FIND_COORDINATOR, version, error_code=ErrorCode.NONE, **where)
+    module = _classes(FIND_COORDINATOR, version)
+    coordinators = tuple(
+        responses.build(module.Coordinator, key=key, error_code=ErrorCode.NONE, **where)
+        for key in request.coordinator_keys
+    )
+    return _response(FIND_COORDINATOR, version, coordinators=coordinators)
+
+
+async def handle_join_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    client_id = context.header.client_id or ""
+    session_timeout_ms = _ms(request.session_timeout)
+    message = JoinGroupRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=(
+            _ms(request.rebalance_timeout) if version >= 1 else session_timeout_ms
+        ),
+        waiter_id=0,
+        new_member_id=f"{client_id or 'member'}-{uuid.uuid4()}",
+        group_instance_id=getattr(request, "group_instance_id", None),
+        client_id=client_id,
+        client_host=_host(context),
+        require_known_member_id=version >= 4,
+    )
+    answer = await service(broker).run(
+        message.group_id,
+        lambda shard, waiter: shard.join_group(replace(message, waiter_id=waiter), clock.now_ms()),
+    )
+    module = _classes(JOIN_GROUP, version)
+    members = tuple(
+        responses.build(
+            module.JoinGroupResponseMember,
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            metadata=m.metadata,
+        )
+        for m in answer.members
+    )
+    return _response(
+        JOIN_GROUP,
+        version,
+        error_code=answer.error,
+        generation_id=answer.generation_id,
+        protocol_type=answer.protocol_type,
+        protocol_name=answer.protocol_name if version >= 7 else (answer.protocol_name or ""),
+        leader=answer.leader,
+        skip_assignment=False,
+        member_id=answer.member_id,
+        members=members,
+    )
+
+
+async def handle_sync_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    message = SyncGroupRequest(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        waiter_id=0,
+        assignments=tuple((a.member_id, bytes(a.assignment)) for a in request.assignments),
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None),
+        protocol_name=getattr(request, "protocol_name", None),
+    )
+    answer = await service(broker).run(
+        message.group_id,
+        lambda shard, waiter: shard.sync_group(replace(message, waiter_id=waiter), clock.now_ms()),
+    )
+    return _response(
+        SYNC_GROUP,
+        version,
+        error_code=answer.error,
+        protocol_type=answer.protocol_type,
+        protocol_name=answer.protocol_name,
+        assignment=answer.assignment,
+    )
+
+
+async def handle_heartbeat(broker: Broker, context: RequestContext, request: Any) -> Any:
+    message = HeartbeatRequest(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+    )
+    error = await service(broker).run(
+        message.group_id, lambda shard, _: shard.heartbeat(message, clock.now_ms())
+    )
+    return _response(HEARTBEAT, context.header.api_version, error_code=error)
+
+
+async def handle_leave_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    if version >= 3:
+        leaving = tuple(LeaveMember(m.member_id, m.group_instance_id) for m in request.members)
+    else:
+        leaving = (LeaveMember(request.member_id),)
+    message = LeaveGroupRequest(request.group_id, leaving)
+    answer = await service(broker).run(
+        message.group_id, lambda shard, _: shard.leave_group(message, clock.now_ms())
+    )
+    if version < 3:
+        error = answer.error
+        if error is ErrorCode.NONE and answer.members:
+            error = answer.members[0][1]
+        return _response(LEAVE_GROUP, version, error_code=error)
+    module = _classes(LEAVE_GROUP, version)
+    members = tuple(
+        responses.build(
+            module.MemberResponse,
+            member_id=member.member_id,
+            group_instance_id=member.group_instance_id,
+            error_code=error,
+        )
+        for member, error in answer.members
+    )
+    return _response(LEAVE_GROUP, version, error_code=answer.error, members=members)
+
+
+async def handle_offset_commit(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    retention = getattr(request, "retention_time", None)
+    message = OffsetCommitRequest(
+        group_id=request.group_id,
+        partitions=tuple(
+            CommitPartition(
+                topic.name,
+                p.partition_index,
+                p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1),
+                p.committed_metadata,
+            )
+            for topic in request.topics
+            for p in topic.partitions
+        ),
+        generation_id=request.generation_id_or_member_epoch,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        retention_time_ms=-1 if retention is None else _ms(retention),
+        api_version=version,
+    )
+    answer = await service(broker).run(
+        message.group_id, lambda shard, _: shard.offset_commit(message, clock.now_ms())
+    )
+    module = _classes(OFFSET_COMMIT, version)
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition, error in answer.partitions:
+        by_topic.setdefault(topic, []).append(
+            responses.build(
+                module.OffsetCommitResponsePartition, partition_index=partition, error_code=error
+            )
+        )
+    topics = tuple(
+        responses.build(module.OffsetCommitResponseTopic, name=name, partitions=tuple(items))
+        for name, items in by_topic.items()
+    )
+    return _response(OFFSET_COMMIT, version, topics=topics)
+
+
+def _fetch_offsets(broker: Broker, group_id: str, topics: Any, member: tuple[Any, int]) -> Any:
+    wanted = None
+    if topics is not None:
+        wanted = tuple((t.name, index) for t in topics for index in t.partition_indexes)
+    message = OffsetFetchRequest(group_id, wanted, member[0], member[1])
+    return service(broker).shard_of(group_id).offset_fetch(message)
+
+
+async def handle_offset_fetch(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    module = _classes(OFFSET_FETCH, version)
+    if version < 8:
+        answer = _fetch_offsets(broker, request.group_id, request.topics, (None, -1))
+        topics = _fetched_topics(
+            module, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", answer
+        )
+        return _response(OFFSET_FETCH, version, topics=topics, error_code=answer.error)
+    groups = []
+    for group in request.groups:
+        member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
+        answer = _fetch_offsets(broker, group.group_id, group.topics, member)
+        topics = _fetched_topics(
+            module, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions", answer
+        )
+        groups.append(
+            responses.build(
+                module.OffsetFetchResponseGroup,
+                group_id=group.group_id,
+                topics=topics,
+                error_code=answer.error,
+            )
+        )
+    return _response(OFFSET_FETCH, version, groups=tuple(groups))
+
+
+def _fetched_topics(module: Any, topic_class: str, partition_class: str, answer: Any) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for item in answer.partitions:
+        by_topic.setdefault(item.topic, []).append(
+            responses.build(
+                getattr(module, partition_class),
+                partition_index=item.partition,
+                committed_offset=item.offset,
+                committed_leader_epoch=item.leader_epoch,
+                metadata=item.metadata,
+                error_code=item.error,
+            )
+        )
+    return tuple(
+        responses.build(getattr(module, topic_class), name=name, partitions=tuple(items))
+        for name, items in by_topic.items()
+    )
+
+
+async def handle_list_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    module = _classes(LIST_GROUPS, version)
+    states = getattr(request, "states_filter", ()) or ()
+    listed = []
+    for shard in service(broker).shards.values():
+        for group in shard.list_groups(states):
+            listed.append(
+                responses.build(
+                    module.ListedGroup,
+                    group_id=group.group_id,
+                    protocol_type=group.protocol_type,
+                    group_state=group.state,
+                    group_type=group.group_type,
+                )
+            )
+    return _response(LIST_GROUPS, version, error_code=ErrorCode.NONE, groups=tuple(listed))
+
+
+async def handle_describe_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    module = _classes(DESCRIBE_GROUPS, version)
+    groups_service = service(broker)
+    described = []
+    for group_id in request.groups:
+        group = groups_service.shard_of(group_id).describe_group(group_id)
+        members = tuple(
+            responses.build(
+                module.DescribedGroupMember,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata,
+                member_assignment=m.assignment,
+            )
+            for m in group.members
+        )
+        described.append(
+            responses.build(
+                module.DescribedGroup,
+                error_code=group.error,
+                group_id=group_id,
+                group_state=group.state,
+                protocol_type=group.protocol_type,
+                protocol_data=group.protocol_data,
+                members=members,
+                authorized_operations=NO_AUTHORIZED_OPERATIONS,
+            )
+        )
+    return _response(DESCRIBE_GROUPS, version, groups=tuple(described))
+
+
+async def handle_delete_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    module = _classes(DELETE_GROUPS, version)
+    groups_service = service(broker)
+    results = []
+    for group_id in request.groups_names:
+        outcome = await groups_service.run(group_id, _delete_one(group_id))
+        for deleted_id, error in outcome:
+            results.append(
+                responses.build(module.DeletableGroupResult, group_id=deleted_id, error_code=error)
+            )
+    return _response(DELETE_GROUPS, version, results=tuple(results))
+
+
+def _delete_one(
+    group_id: str,
+) -> Callable[[GroupCoordinatorShard, int], Result[list[tuple[str, ErrorCode]]]]:
+    return lambda shard, _: shard.delete_groups([group_id])
+
+
+async def handle_offset_delete(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    module = _classes(OFFSET_DELETE, version)
+    partitions = tuple((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    answer = await service(broker).run(
+        request.group_id, lambda shard, _: shard.offset_delete(request.group_id, partitions)
+    )
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition, error in answer.partitions:
+        by_topic.setdefault(topic, []).append(
+            responses.build(
+                module.OffsetDeleteResponsePartition, partition_index=partition, error_code=error
+            )
+        )
+    topics = tuple(
+        responses.build(module.OffsetDeleteResponseTopic, name=name, partitions=tuple(items))
+        for name, items in by_topic.items()
+    )
+    return _response(OFFSET_DELETE, version, error_code=answer.error, topics=topics)
+
+
+async def handle_consumer_group_heartbeat(
+    broker: Broker, context: RequestContext, request: Any
+) -> Any:
+    version = context.header.api_version
+    owned = None
+    if request.topic_partitions is not None:
+        owned = tuple(
+            TopicPartitions(t.topic_id, tuple(t.partitions)) for t in request.topic_partitions
+        )
+    rebalance_timeout_ms = _ms(request.rebalance_timeout)
+    message = ConsumerGroupHeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        new_member_id=str(uuid.uuid4()),
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        subscribed_topic_names=(
+            None
+            if request.subscribed_topic_names is None
+            else tuple(request.subscribed_topic_names)
+        ),
+        server_assignor=request.server_assignor,
+        owned=owned,
+        client_id=context.header.client_id or "",
+        client_host=_host(context),
+    )
+    groups_service = service(broker)
+    answer = await groups_service.run(
+        message.group_id,
+        lambda shard, _: shard.consumer_group_heartbeat(
+            message, groups_service.topics_image(), clock.now_ms()
+        ),
+    )
+    module = _classes(CONSUMER_GROUP_HEARTBEAT, version)
+    assignment = None
+    if answer.assignment is not None:
+        assignment = responses.build(
+            module.Assignment,
+            topic_partitions=tuple(
+                responses.build(
+                    module.TopicPartitions, topic_id=t.topic_id, partitions=t.partitions
+                )
+                for t in answer.assignment
+            ),
+        )
+    return _response(
+        CONSUMER_GROUP_HEARTBEAT,
+        version,
+        error_code=answer.error,
+        error_message=answer.error_message,
+        member_id=answer.member_id,
+        member_epoch=answer.member_epoch,
+        heartbeat_interval=timedelta(milliseconds=answer.heartbeat_interval_ms),
+        assignment=assignment,
+    )
+
+
+async def handle_consumer_group_describe(
+    broker: Broker, context: RequestContext, request: Any
+) -> Any:
+    version = context.header.api_version
+    module = _classes(CONSUMER_GROUP_DESCRIBE, version)
+    groups_service = service(broker)
+    names = {topic_id: name for name, (topic_id, _) in groups_service.topics_image().items()}
+    described = [
+        _described_consumer_group(
+            module, groups_service.shard_of(g).describe_consumer_group(g), names
+        )
+        for g in request.group_ids
+    ]
+    return _response(CONSUMER_GROUP_DESCRIBE, version, groups=tuple(described))
+
+
+def _described_consumer_group(
+    module: Any, group: DescribedGroup, names: dict[uuid.UUID, str]
+) -> Any:
+    def assignment(items: tuple[TopicPartitions, ...]) -> Any:
+        return responses.build(
+            module.Assignment,
+            topic_partitions=tuple(
+                responses.build(
+                    module.TopicPartitions,
+                    topic_id=t.topic_id,
+                    topic_name=names.get(t.topic_id, ""),
+                    partitions=t.partitions,
+                )
+                for t in items
+            ),
+        )
+
+    members = tuple(
+        responses.build(
+            module.Member,
+            member_id=m.member_id,
+            instance_id=m.group_instance_id,
+            member_epoch=m.member_epoch,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            subscribed_topic_names=m.subscribed_topic_names,
+            assignment=assignment(m.assigned),
+            target_assignment=assignment(m.target),
+            member_type=1,  # consumer protocol
+        )
+        for m in group.members
+    )
+    return responses.build(
+        module.DescribedGroup,
+        error_code=group.error,
+        error_message=None,
+        group_id=group.group_id,
+        group_state=group.state,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        assignor_name=group.assignor_name,
+        members=members,
+        authorized_operations=NO_AUTHORIZED_OPERATIONS,
+    )
+
+
+HANDLERS = {
+    FIND_COORDINATOR: handle_find_coordinator,
+    JOIN_GROUP: handle_join_group,
+    SYNC_GROUP: handle_sync_group,
+    HEARTBEAT: handle_heartbeat,
+    LEAVE_GROUP: handle_leave_group,
+    OFFSET_COMMIT: handle_offset_commit,
+    OFFSET_FETCH: handle_offset_fetch,
+    LIST_GROUPS: handle_list_groups,
+    DESCRIBE_GROUPS: handle_describe_groups,
+    DELETE_GROUPS: handle_delete_groups,
+    OFFSET_DELETE: handle_offset_delete,
+    CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
+}

@@ -1,0 +1,276 @@
+"""Produce, Fetch, ListOffsets, InitProducerId and ApiVersions on the wire, live."""
+
+from __future__ import annotations
+
+import struct
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as KioErrorCode
+
+from tidelog.errors import ErrorCode
+from tidelog.records.batch import iter_batches
+from tidelog.records.builder import NewRecord, build_batch
+from tidelog.records.record import iter_records
+
+from .raw import RawClient, request_module
+
+if TYPE_CHECKING:
+    from conftest import BrokerProcess
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
+
+
+def create(client: RawClient, topic: str) -> None:
+    """Auto-create through Metadata v4 (allow_auto_topic_creation)."""
+    module = request_module(METADATA, 4)
+    response = client.call(
+        METADATA,
+        4,
+        module.MetadataRequest(
+            topics=(module.MetadataRequestTopic(name=topic),), allow_auto_topic_creation=True
+        ),
+    )
+    assert response.topics[0].error_code == KioErrorCode.none
+
+
+def produce_body(
+    topic: str, batches: list[bytes], acks: int = 1, version: int = 9, partition: int = 0
+) -> Any:
+    module = request_module(PRODUCE, version)
+    return module.ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout=timedelta(seconds=5),
+        topic_data=(
+            module.TopicProduceData(
+                name=topic,
+                partition_data=(
+                    module.PartitionProduceData(index=partition, records=b"".join(batches)),
+                ),
+            ),
+        ),
+    )
+
+
+def produce(client: RawClient, topic: str, batches: list[bytes], **options: Any) -> Any:
+    version = options.get("version", 9)
+    response = client.call(PRODUCE, version, produce_body(topic, batches, **options))
+    return response.responses[0].partition_responses[0]
+
+
+def fetch(client: RawClient, topic: str, offset: int, **options: Any) -> Any:
+    version = options.pop("version", 11)
+    module = request_module(FETCH, version)
+    partition = module.FetchPartition(
+        partition=0,
+        fetch_offset=offset,
+        partition_max_bytes=options.pop("partition_max_bytes", 1 << 20),
+        log_start_offset=-1,
+    )
+    body = module.FetchRequest(
+        replica_id=-1,
+        max_wait=timedelta(milliseconds=options.pop("max_wait_ms", 0)),
+        min_bytes=options.pop("min_bytes", 0),
+        max_bytes=options.pop("max_bytes", 50 << 20),
+        isolation_level=0,
+        topics=(module.FetchTopic(topic=topic, partitions=(partition,)),),
+        forgotten_topics_data=(),
+    )
+    response = client.call(FETCH, version, body)
+    return response.responses[0].partitions[0]
+
+
+def batch(values: list[bytes], **options: Any) -> bytes:
+    return bytes(build_batch([NewRecord(value=value) for value in values], **options))
+
+
+def test_produce_then_fetch_returns_the_same_records(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as client:
+        create(client, "raw-a")
+        first = produce(client, "raw-a", [batch([b"a", b"b"]), batch([b"c"])])
+        assert first.error_code == KioErrorCode.none and first.base_offset == 0
+        second = produce(client, "raw-a", [batch([b"d"])])
+        assert second.base_offset == 3
+        data = fetch(client, "raw-a", 0)
+        assert data.high_watermark == 4
+        batches = list(iter_batches(data.records))
+        assert [b.base_offset for b in batches] == [0, 2, 3]
+        values = [record.value for b in batches for record in iter_records(b)]
+        assert values == [b"a", b"b", b"c", b"d"]
+
+
+def test_corrupt_batch_is_rejected_and_nothing_is_written(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as client:
+        create(client, "raw-corrupt")
+        good = batch([b"good"])
+        bad = bytearray(batch([b"bad"]))
+        bad[-1] ^= 0xFF  # breaks the CRC
+        result = produce(client, "raw-corrupt", [good, bytes(bad)])
+        assert result.error_code == KioErrorCode.corrupt_message
+        truncated = produce(client, "raw-corrupt", [good[:-3]])
+        assert truncated.error_code == KioErrorCode.corrupt_message
+        assert fetch(client, "raw-corrupt", 0).high_watermark == 0
+
+
+def test_unknown_topic_and_too_large(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as client:
+        missing = produce(client, "never-created", [batch([b"x"])])
+        assert missing.error_code == KioErrorCode.unknown_topic_or_partition
+        create(client, "raw-large")
+        large = produce(client, "raw-large", [batch([b"x" * (1100 * 1024)])])
+        assert large.error_code == KioErrorCode.message_too_large
+        wrong_partition = produce(client, "raw-large", [batch([b"x"])], partition=7)
+        assert wrong_partition.error_code == KioErrorCode.unknown_topic_or_partition
+
+
+def test_acks_zero_gets_no_response_and_order_is_kept(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as client:
+        create(client, "raw-acks0")
+        client.send(PRODUCE, 9, produce_body("raw-acks0", [batch([b"0"])], acks=0))
+        module = request_module(API_VERSIONS, 3)
+        ids = [
+            client.send(
+                API_VERSIONS,
+                3,
+                module.ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+            )
+            for _ in range(5)
+        ]
+        # The next frame answers the first ApiVersions: the acks=0 produce had no response.
+        for correlation_id in ids:
+            response = client.read_response(API_VERSIONS, 3, correlation_id)
+            assert response.error_code == KioErrorCode.none
+        assert fetch(client, "raw-acks0", 0).high_watermark == 1
+
+
+def test_unsupported_api_versions_version_gets_the_v0_fallback(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as client:
+        frame = struct.pack(">hhih", API_VERSIONS, 99, 42, -1)
+        client.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        answer = client.read_frame()
+        correlation_id, error_code, count = struct.unpack_from(">ihi", answer, 0)
+        assert (correlation_id, error_code) == (42, ErrorCode.UNSUPPORTED_VERSION)
+        keys = {struct.unpack_from(">h", answer, 10 + 6 * i)[0] for i in range(count)}
+        assert {0, 1, 2, 3, 18, 22} <= keys
+
+
+def test_fetch_out_of_range_and_at_least_one_batch(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as client:
+        create(client, "raw-fetch")
+        produce(client, "raw-fetch", [batch([b"x" * 5000])])
+        produce(client, "raw-fetch", [batch([b"y" * 5000])])
+        beyond = fetch(client, "raw-fetch", 10)
+        assert beyond.error_code == KioErrorCode.offset_out_of_range
+        assert beyond.log_start_offset == 0
+        small = fetch(client, "raw-fetch", 0, partition_max_bytes=100, max_bytes=100)
+        assert [b.base_offset for b in iter_batches(small.records)] == [0]
+        at_end = fetch(client, "raw-fetch", 2)
+        assert at_end.error_code == KioErrorCode.none and not at_end.records
+
+
+def test_long_poll_is_woken_by_an_append(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as waiter, RawClient(broker.bootstrap) as writer:
+        create(writer, "raw-poll")
+        module = request_module(FETCH, 11)
+        body = module.FetchRequest(
+            replica_id=-1,
+            max_wait=timedelta(seconds=60),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            topics=(
+                module.FetchTopic(
+                    topic="raw-poll",
+                    partitions=(
+                        module.FetchPartition(
+                            partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+        )
+        correlation_id = waiter.send(FETCH, 11, body)
+        time.sleep(0.2)
+        started = time.monotonic()
+        produce(writer, "raw-poll", [batch([b"wake"])])
+        response = waiter.read_response(FETCH, 11, correlation_id)
+        # Woken by the append, not by the 60 s deadline.
+        assert time.monotonic() - started < 30
+        assert response.responses[0].partitions[0].high_watermark == 1
+
+
+def test_list_offsets(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as client:
+        create(client, "raw-offsets")
+        for index, timestamp in enumerate((1000, 3000, 2000)):
+            produce(
+                client,
+                "raw-offsets",
+                [bytes(build_batch([NewRecord(value=b"%d" % index, timestamp_ms=timestamp)]))],
+            )
+        module = request_module(LIST_OFFSETS, 7)
+
+        def lookup(timestamp: int) -> tuple[int, int]:
+            response = client.call(
+                LIST_OFFSETS,
+                7,
+                module.ListOffsetsRequest(
+                    replica_id=-1,
+                    isolation_level=0,
+                    topics=(
+                        module.ListOffsetsTopic(
+                            name="raw-offsets",
+                            partitions=(
+                                module.ListOffsetsPartition(partition_index=0, timestamp=timestamp),
+                            ),
+                        ),
+                    ),
+                ),
+            )
+            partition = response.topics[0].partitions[0]
+            assert partition.error_code == KioErrorCode.none
+            return partition.offset, partition.timestamp
+
+        assert lookup(-2)[0] == 0
+        assert lookup(-1)[0] == 3
+        assert lookup(-3) == (1, 3000)
+        assert lookup(1500) == (1, 3000)
+        assert lookup(3001)[0] == -1
+
+
+def test_idempotent_retry_is_answered_with_the_original_offset(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as client:
+        create(client, "raw-idempotent")
+        module = request_module(INIT_PRODUCER_ID, 4)
+        init = client.call(
+            INIT_PRODUCER_ID,
+            4,
+            module.InitProducerIdRequest(
+                transactional_id=None, transaction_timeout=timedelta(seconds=60)
+            ),
+        )
+        assert init.error_code == KioErrorCode.none
+        pid = init.producer_id
+
+        def idempotent(values: list[bytes], sequence: int) -> bytes:
+            return batch(values, producer_id=pid, producer_epoch=0, base_sequence=sequence)
+
+        first = produce(client, "raw-idempotent", [idempotent([b"a", b"b"], 0)])
+        produce(client, "raw-idempotent", [idempotent([b"c"], 2)])
+        retry = produce(client, "raw-idempotent", [idempotent([b"a", b"b"], 0)])
+        assert (first.base_offset, retry.base_offset) == (0, 0)
+        assert retry.error_code == KioErrorCode.none
+        gap = produce(client, "raw-idempotent", [idempotent([b"z"], 9)])
+        assert gap.error_code == KioErrorCode.out_of_order_sequence_number
+        assert fetch(client, "raw-idempotent", 0).high_watermark == 3
+        transactional = client.call(
+            INIT_PRODUCER_ID,
+            4,
+            module.InitProducerIdRequest(
+                transactional_id="tx", transaction_timeout=timedelta(seconds=60)
+            ),
+        )
+        assert transactional.error_code == KioErrorCode.transactional_id_authorization_failed

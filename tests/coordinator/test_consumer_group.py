@@ -1,0 +1,254 @@
+"""KIP-848 consumer groups: epochs, revoke-then-assign, fencing, expiry, replay == live."""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from tidelog.coordinator.consumer_group import ConsumerGroup, MemberState, from_topic_partitions
+from tidelog.coordinator.messages import (
+    SESSION_TIMER,
+    CommitPartition,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    GroupConfig,
+    OffsetCommitRequest,
+)
+from tidelog.coordinator.records import TopicPartitions
+from tidelog.errors import ErrorCode
+
+from .harness import TOPIC_ID, Harness, persisted_view
+
+CONFIG = GroupConfig(consumer_session_timeout_ms=45_000, consumer_heartbeat_interval_ms=5000)
+
+
+def beat(
+    h: Harness,
+    now: int,
+    member_id: str,
+    epoch: int,
+    owned: tuple[TopicPartitions, ...] | None = None,
+    topics: tuple[str, ...] | None = None,
+    assignor: str | None = None,
+) -> ConsumerGroupHeartbeatResponse:
+    request = ConsumerGroupHeartbeatRequest(
+        "cg",
+        member_id,
+        epoch,
+        rebalance_timeout_ms=60_000,
+        subscribed_topic_names=topics if topics is not None else (("t",) if epoch == 0 else None),
+        server_assignor=assignor,
+        owned=owned,
+        client_id="client",
+    )
+    response: ConsumerGroupHeartbeatResponse = h.run(
+        h.shard.consumer_group_heartbeat(request, h.topics, now)
+    )
+    return response
+
+
+def partitions(response: ConsumerGroupHeartbeatResponse) -> set[int]:
+    assert response.assignment is not None
+    return set(from_topic_partitions(response.assignment).get(TOPIC_ID, frozenset()))
+
+
+def group(h: Harness) -> ConsumerGroup:
+    found = h.shard.groups["cg"]
+    assert isinstance(found, ConsumerGroup)
+    return found
+
+
+def test_join_revoke_then_assign() -> None:
+    h = Harness(CONFIG)
+    first = beat(h, 0, "a", 0)
+    assert (first.error, first.member_epoch, partitions(first)) == (
+        ErrorCode.NONE,
+        1,
+        set(range(6)),
+    )
+    assert first.heartbeat_interval_ms == 5000
+    second = beat(h, 100, "b", 0)
+    assert second.member_epoch == 2 and partitions(second) == set()  # "a" still owns them
+    revoke = beat(h, 200, "a", 1)
+    assert revoke.member_epoch == 1 and len(partitions(revoke)) == 3  # revoke first, same epoch
+    assert group(h).members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    kept = revoke.assignment
+    assert beat(h, 300, "b", 2).assignment is None  # nothing released yet
+    advanced = beat(h, 400, "a", 1, owned=kept)
+    assert advanced.member_epoch == 2
+    got = beat(h, 500, "b", 2)
+    assert partitions(got) == set(range(6)) - partitions(revoke)
+    assert h.shard.describe_consumer_group("cg").state == "Stable"
+    assert persisted_view(h.reloaded()) == persisted_view(h.shard)
+
+
+def test_fencing_errors_and_commits() -> None:
+    h = Harness(CONFIG)
+    beat(h, 0, "a", 0)
+    assert beat(h, 1, "a", 7).error is ErrorCode.FENCED_MEMBER_EPOCH
+    assert beat(h, 1, "nobody", 3).error is ErrorCode.UNKNOWN_MEMBER_ID
+    assert beat(h, 1, "a", 1, assignor="nope").error is ErrorCode.UNSUPPORTED_ASSIGNOR
+
+    def commit(member: str, epoch: int, version: int = 9) -> ErrorCode:
+        request = OffsetCommitRequest(
+            "cg", (CommitPartition("t", 0, 3),), epoch, member, api_version=version
+        )
+        return h.run(h.shard.offset_commit(request, 2)).partitions[0][2]  # type: ignore[no-any-return]
+
+    assert commit("a", 1) is ErrorCode.NONE
+    assert commit("a", 2) is ErrorCode.FENCED_MEMBER_EPOCH
+    assert commit("a", 0) is ErrorCode.STALE_MEMBER_EPOCH
+    assert commit("x", 1) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit("a", 1, version=8) is ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_session_expiry_moves_partitions_and_leave_empties_group() -> None:
+    h = Harness(CONFIG)
+    beat(h, 0, "a", 0)
+    beat(h, 0, "b", 0)
+    beat(h, 0, "a", 1, owned=beat(h, 0, "a", 1).assignment)
+    beat(h, 0, "b", 2)
+    for now in range(5000, 45_000, 5000):
+        beat(h, now, "a", 2)
+    h.advance(44_999)
+    assert set(group(h).members) == {"a", "b"}
+    h.advance(45_000)  # "b" went silent
+    assert set(group(h).members) == {"a"}
+    response = beat(h, 45_001, "a", 2)
+    assert response.member_epoch == 3 and partitions(response) == set(range(6))
+    left = beat(h, 45_002, "a", -1)
+    assert (left.error, left.member_epoch) == (ErrorCode.NONE, -1)
+    assert h.shard.describe_consumer_group("cg").state == "Empty"
+    assert (SESSION_TIMER, "cg", "a") not in h.timers
+    deleted = h.run(h.shard.delete_groups(["cg"]))
+    assert deleted == [("cg", ErrorCode.NONE)]
+    assert "cg" not in h.shard.groups and "cg" not in h.reloaded().groups
+
+
+def test_new_partitions_trigger_a_new_target_assignment() -> None:
+    h = Harness(CONFIG)
+    beat(h, 0, "a", 0)
+    h.topics = {"t": (TOPIC_ID, 8)}
+    response = beat(h, 10, "a", 1)
+    assert response.member_epoch == 2 and partitions(response) == set(range(8))
+
+
+def test_range_assignor_chosen_by_members() -> None:
+    h = Harness(CONFIG)
+    beat(h, 0, "a", 0, assignor="range")
+    beat(h, 0, "b", 0, assignor="range")
+    described = h.shard.describe_consumer_group("cg")
+    assert described.assignor_name == "range"
+    target = {m.member_id: m.target for m in described.members}
+    assert target["a"] == (TopicPartitions(TOPIC_ID, (0, 1, 2)),)
+
+
+class ConsumerGroupMachine(RuleBasedStateMachine):
+    """Random joins, leaves, heartbeats and silences: ownership stays exclusive, replay agrees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.h = Harness(CONFIG, {"t": (TOPIC_ID, 7), "u": (uuid.UUID(int=7), 3)})
+        self.now = 0
+        self.epochs: dict[str, int] = {}
+        self.owned: dict[str, tuple[TopicPartitions, ...]] = {}
+
+    def _beat(self, member_id: str, epoch: int, topics: tuple[str, ...] | None = None) -> None:
+        self.now += 10
+        request = ConsumerGroupHeartbeatRequest(
+            "cg",
+            member_id,
+            epoch,
+            subscribed_topic_names=topics,
+            owned=self.owned.get(member_id),
+            rebalance_timeout_ms=60_000,
+        )
+        response = self.h.run(
+            self.h.shard.consumer_group_heartbeat(request, self.h.topics, self.now)
+        )
+        if response.error is not ErrorCode.NONE or response.member_epoch < 0:
+            self.epochs.pop(member_id, None)
+            self.owned.pop(member_id, None)
+            return
+        self.epochs[member_id] = response.member_epoch
+        if response.assignment is not None:
+            self.owned[member_id] = response.assignment  # the client revokes/assigns at once
+
+    @rule(member=st.sampled_from("abcd"), topics=st.sampled_from([("t",), ("t", "u"), ("u",)]))
+    def join(self, member: str, topics: tuple[str, ...]) -> None:
+        if member not in self.epochs:
+            self._beat(member, 0, topics)
+
+    @precondition(lambda self: bool(self.epochs))
+    @rule(data=st.data())
+    def heartbeat(self, data: st.DataObject) -> None:
+        member = data.draw(st.sampled_from(sorted(self.epochs)))
+        self._beat(member, self.epochs[member])
+
+    @precondition(lambda self: bool(self.epochs))
+    @rule(data=st.data())
+    def leave(self, data: st.DataObject) -> None:
+        member = data.draw(st.sampled_from(sorted(self.epochs)))
+        self._beat(member, -1)
+
+    @precondition(lambda self: bool(self.epochs))
+    @rule(data=st.data())
+    def go_silent(self, data: st.DataObject) -> None:
+        silent = data.draw(st.sampled_from(sorted(self.epochs)))
+        for member in sorted(self.epochs):
+            if member != silent:
+                self._beat(member, self.epochs[member])
+        self.now += CONFIG.consumer_session_timeout_ms - 5
+        for member in sorted(self.epochs):
+            if member != silent:
+                self._beat(member, self.epochs[member])
+        self.now += 20  # past the silent member's session deadline, not the others'
+        self.h.advance(self.now)
+        assert silent not in self.h.shard.groups["cg"].members  # type: ignore[union-attr]
+        self.epochs.pop(silent, None)
+        self.owned.pop(silent, None)
+
+    @invariant()
+    def no_partition_has_two_owners(self) -> None:
+        found = self.h.shard.groups.get("cg")
+        if not isinstance(found, ConsumerGroup):
+            return
+        seen: set[tuple[uuid.UUID, int]] = set()
+        for member in found.members.values():
+            for topic_id, items in list(member.assigned.items()) + list(
+                member.pending_revocation.items()
+            ):
+                for index in items:
+                    assert (topic_id, index) not in seen
+                    seen.add((topic_id, index))
+        claimed: set[tuple[uuid.UUID, int]] = set()
+        for owned in self.owned.values():  # what clients believe they own is exclusive too
+            for item in owned:
+                for index in item.partitions:
+                    assert (item.topic_id, index) not in claimed
+                    claimed.add((item.topic_id, index))
+
+    @invariant()
+    def replay_equals_live(self) -> None:
+        assert persisted_view(self.h.reloaded()) == persisted_view(self.h.shard)
+
+    def teardown(self) -> None:
+        for _ in range(4):  # converge: rounds of heartbeats bring everyone to the target
+            for member in sorted(self.epochs):
+                self._beat(member, self.epochs[member])
+        found = self.h.shard.groups.get("cg")
+        if (
+            isinstance(found, ConsumerGroup)
+            and found.members
+            and set(found.members) == set(self.epochs)
+        ):
+            for member in found.members.values():
+                assert member.state is MemberState.STABLE
+                assert member.member_epoch == found.assignment_epoch
+
+
+TestConsumerGroupMachine = ConsumerGroupMachine.TestCase
+TestConsumerGroupMachine.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)

@@ -1,0 +1,56 @@
+"""Producing test data with a real client and reading it back for comparison."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from confluent_kafka import Producer
+
+BASE_TIMESTAMP_MS = 1_700_000_000_000
+
+
+@dataclass(frozen=True)
+class Sent:
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp_ms: int
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 1,
+            seed: int = 1, first_timestamp_ms: int = BASE_TIMESTAMP_MS,
+            batch_per_record: bool = False) -> list[Sent]:
+    """Produce `count` records round-robin over partitions; timestamp i is first + i*1000.
+    `batch_per_record` flushes after each record so each is its own record batch."""
+    rng = random.Random(seed)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5})
+    sent: list[Sent] = []
+    for index in range(count):
+        key = None if index % 7 == 3 else rng.randbytes(rng.randint(0, 16))
+        value = None if index % 11 == 5 else rng.randbytes(rng.randint(0, 300))
+        headers = () if index % 3 == 0 else (("h", rng.randbytes(4)), ("empty", None))
+        record = Sent(index % partitions, key, value, headers, first_timestamp_ms + index * 1000)
+        producer.produce(topic, value, key, partition=record.partition,
+                         headers=list(headers) or None, timestamp=record.timestamp_ms)
+        sent.append(record)
+        if batch_per_record:
+            producer.flush(30)
+    assert producer.flush(30) == 0
+    return sent
+
+
+def by_partition(sent: list[Sent]) -> dict[int, list[Sent]]:
+    result: dict[int, list[Sent]] = {}
+    for record in sent:
+        result.setdefault(record.partition, []).append(record)
+    return result
+
+
+def reader(spark, bootstrap: str, **options: str):  # type: ignore[no-untyped-def]
+    frame = spark.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap)
+    for key, value in options.items():
+        frame = frame.option(key, value)
+    return frame.load()
