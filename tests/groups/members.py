@@ -40,6 +40,12 @@ class Ledger:
             self.owned.setdefault(member, set()).difference_update(partitions)
             self.events.append(("revoke", member, frozenset(partitions)))
 
+    def release_all(self, member: str) -> None:
+        """The member stopped consuming for good (some clients skip the callback on close)."""
+        with self.lock:
+            held = self.owned.pop(member, set())
+            self.events.append(("revoke", member, frozenset(held)))
+
     def snapshot(self) -> dict[str, set[int]]:
         with self.lock:
             return {m: set(p) for m, p in self.owned.items() if p}
@@ -175,6 +181,7 @@ class ConfluentMember(Member):
                     except KafkaException:
                         pass  # fenced by a rebalance: the next owner re-reads these
         finally:
+            self.ledger.release_all(self.name)
             consumer.close()
 
 
@@ -219,6 +226,7 @@ class KafkaPythonMember(Member):
                     except Exception:  # CommitFailedError during a rebalance
                         pass
         finally:
+            self.ledger.release_all(self.name)
             consumer.close()
 
 
@@ -265,4 +273,5 @@ class AiokafkaMember(Member):
                     except (CommitFailedError, KafkaError):
                         pass
         finally:
+            self.ledger.release_all(self.name)
             await consumer.stop()

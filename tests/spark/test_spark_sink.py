@@ -43,11 +43,13 @@ def _consume_all(bootstrap: str, topic: str, partitions: int = 1) -> list[tuple[
         for partition in range(partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
             consumer.assign([TopicPartition(topic, partition, low)])
-            while high > low and (not result or len(result) < high):
-                messages = consumer.consume(1000, timeout=5)
+            next_offset = low
+            while next_offset < high:
+                # consume() waits for num_messages or the timeout: ask for what is left.
+                messages = consumer.consume(high - next_offset, timeout=10)
+                assert messages, f"{topic}/{partition}: nothing at offset {next_offset}"
                 result.extend((m.key(), m.value()) for m in messages if m.error() is None)
-                if messages and messages[-1].offset() >= high - 1:
-                    break
+                next_offset = messages[-1].offset() + 1
         return result
     finally:
         consumer.close()

@@ -1,6 +1,6 @@
 """Crash-loop child for test_crash_loop.py (run as a script, not collected by pytest).
 
-One long-lived process imports Tidelog once, then for each `run <seed>` line on stdin forks a
+One long-lived process imports Tidelog once, then for each `run <seed> <dir>` line forks a
 worker that appends to the log in sync mode and writes `ack <base> <last> <crc>` on stdout
 only after the group-commit fsync fired. The test SIGKILLs the worker; `reap <pid>` collects it
 and answers `reaped` once every line the worker wrote is already in the pipe.
@@ -55,14 +55,13 @@ def worker(data_dir: Path, seed: int) -> None:
 
 
 def main() -> None:
-    data_dir = Path(sys.argv[1])
     for command in sys.stdin:
         name, *args = command.split()
         if name == "run":
             pid = os.fork()
             if pid == 0:
                 try:
-                    worker(data_dir, int(args[0]))
+                    worker(Path(args[1]), int(args[0]))
                 except BaseException as error:
                     say(f"error {error!r}")
                 os._exit(1)

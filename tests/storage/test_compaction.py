@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tidelog.errors import CorruptRecordError
 from tidelog.records.batch import Codec, RecordBatch, TimestampType, iter_batches
@@ -165,6 +167,26 @@ def test_clean_batch_corrupt_records_raise_typed_error() -> None:
         clean_batch(RecordBatch(buffer), OffsetMap(1024), now_ms=0, delete_retention_ms=0)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    codec=st.sampled_from([Codec.NONE, Codec.NONE, Codec.GZIP, Codec.ZSTD]),
+    flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
+)
+def test_clean_batch_fuzz_only_typed_errors(codec: Codec, flips: list[tuple[int, int]]) -> None:
+    records = [keyed("a", "1"), keyed("bb", None), NewRecord(b"x", None, (("h", b"v"),))]
+    buffer = build_batch(records, codec=codec)
+    for position, value in flips:  # damage the records section only; the header is checked
+        buffer[61 + position % (len(buffer) - 61)] = value
+    offset_map = OffsetMap(1024)
+    offset_map.put(key_digest(b"a"), 0)
+    try:
+        cleaned = clean_batch(RecordBatch(buffer), offset_map, now_ms=0, delete_retention_ms=0)
+    except CorruptRecordError:
+        return
+    if cleaned is not None:
+        RecordBatch(cleaned).validate()
+
+
 # --- passes over a log --------------------------------------------------------------------------
 def test_compaction_keeps_latest_per_key_and_original_offsets(tmp_path: Path) -> None:
     log = open_log(tmp_path)
@@ -203,6 +225,22 @@ def test_tombstones_stay_until_delete_horizon(tmp_path: Path) -> None:
     assert (2, b"a", None) in entries(log)
     clean_until_done(cleaner, log, now_ms=11_000)
     assert entries(log) == [(1, b"b", b"1"), (3, b"z", b"active")]
+    log.close()
+
+
+def test_segment_with_nothing_to_remove_is_not_rewritten(tmp_path: Path) -> None:
+    config = LogConfig(cleanup_policy="compact", min_cleanable_dirty_ratio=0.0, segment_bytes=100)
+    log = open_log(tmp_path, config)
+    for key in "abc":
+        append(log, [keyed(key, "1")])
+        log.roll()
+    inodes = sorted(p.stat().st_ino for p in log.directory.glob("*.log"))
+    cleaner = LogCleaner()
+    clean_until_done(cleaner, log, now_ms=0)
+    assert cleaner.stats.passes == 1 and cleaner.stats.swaps == 0
+    assert sorted(p.stat().st_ino for p in log.directory.glob("*.log")) == inodes
+    assert not list(log.directory.glob("*" + CLEANED_SUFFIX))
+    assert [e[1] for e in entries(log)] == [b"a", b"b", b"c"]
     log.close()
 
 
@@ -386,7 +424,7 @@ def test_crash_after_swap_commit_completes(tmp_path: Path, stage: str) -> None:
             old_logs[0].with_suffix(".index").write_bytes(b"\x00" * 8)
         raise SimulatedCrash
 
-    log.replace_segments = crash  # type: ignore[method-assign]
+    log.replace_segments = crash  # type: ignore[method-assign, assignment]
     with pytest.raises(SimulatedCrash):
         clean_until_done(LogCleaner(), log, now_ms=0)
     assert len(list(directory.glob("*" + SWAP_SUFFIX))) == 1

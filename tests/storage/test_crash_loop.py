@@ -3,6 +3,8 @@ at a random moment, drop a random part of the unacknowledged tail (what an OS cr
 lose), reopen, and check that every acknowledged batch is present, intact, with dense offsets.
 
 TIDELOG_CRASH_CYCLES (default 200) sets the number of seeded cycles; raise it for a soak.
+Every 200 cycles start a new data dir, so verification (which rereads the whole log) stays
+linear in the number of cycles.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ CYCLES = int(os.environ.get("TIDELOG_CRASH_CYCLES", "200"))
 
 
 class Child:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(CHILD), str(data_dir)],
+            [sys.executable, str(CHILD)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
         )
         self.lines: queue.Queue[str] = queue.Queue()
@@ -68,24 +70,29 @@ class Child:
             self.process.wait()
 
 
-def end_of_batch(directory: Path, base_offset: int) -> tuple[Path, int] | None:
-    """(segment file, end position) of the batch at base_offset, if in the last segment."""
-    last = sorted(directory.glob("*.log"))[-1]
+def first_volatile_byte(directory: Path, durable_offset: int) -> tuple[Path, int] | None:
+    """(last segment file, position of its first batch at or past durable_offset): everything
+    from there on was never fsynced, so an OS crash could lose it."""
+    segments = sorted(directory.glob("*.log"))
+    if not segments:  # killed while creating the partition
+        return None
+    last = segments[-1]
     position = 0
     for batch in iter_batches(last.read_bytes()):
-        position += batch.size
-        if batch.base_offset == base_offset:
+        if batch.base_offset >= durable_offset:
             return last, position
+        position += batch.size
     return None
 
 
-def verify(data_dir: Path, acks: list[tuple[int, int, int]], clean: bool) -> None:
+def verify(data_dir: Path, acks: list[tuple[int, int, int]], clean: bool) -> int:
+    """Check every acknowledged batch; returns the log end offset (fsynced by the close)."""
     manager = LogManager(data_dir, LogConfig(), now_ms=0)
     try:
         log = manager.get(TP)
         assert log is not None or not acks
         if log is None:
-            return
+            return 0
         stored = read_all(log)
         expected_next = stored[0].base_offset if stored else 0
         for batch in stored:  # dense offsets, every CRC good
@@ -97,18 +104,24 @@ def verify(data_dir: Path, acks: list[tuple[int, int, int]], clean: bool) -> Non
             batch = by_offset.get(base)
             assert batch is not None, f"acknowledged batch {base} lost"
             assert (batch.last_offset, batch.crc) == (last, crc)
+        return log.log_end_offset
     finally:
         manager.close(clean=clean)
 
 
 def test_crash_loop(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
     rng = random.Random(1234)
-    child = Child(data_dir)
+    child = Child()
     acked: list[tuple[int, int, int]] = []
+    total_acked = 0
+    verified_end = 0  # everything below was fsynced by the previous verify's close
     try:
         for cycle in range(CYCLES):
-            child.send(f"run {rng.randrange(2**32)}")
+            data_dir = tmp_path / f"data{cycle // 200}"
+            if cycle % 200 == 0:
+                total_acked += len(acked)
+                acked, verified_end = [], 0
+            child.send(f"run {rng.randrange(2**32)} {data_dir}")
             pid = int(child.expect("pid", acked).split()[1])
             wanted = len(acked) + rng.randint(0, 6)
             deadline = time.monotonic() + 30
@@ -122,14 +135,15 @@ def test_crash_loop(tmp_path: Path) -> None:
             child.expect("reaped", acked)
             # Lose part of what was never acknowledged, as an OS crash may.
             directory = data_dir / TP.dir_name
-            if acked and rng.random() < 0.5 and directory.exists():
-                found = end_of_batch(directory, acked[-1][0])
+            if rng.random() < 0.5 and directory.exists():
+                durable = max(verified_end, acked[-1][1] + 1 if acked else 0)
+                found = first_volatile_byte(directory, durable)
                 if found is not None:
-                    path, durable_end = found
+                    path, volatile_start = found
                     size = path.stat().st_size
-                    if size > durable_end:
-                        os.truncate(path, rng.randint(durable_end, size))
-            verify(data_dir, acked, clean=cycle % 3 == 0)
-        assert acked, "the child never acknowledged anything"
+                    if size > volatile_start:
+                        os.truncate(path, rng.randint(volatile_start, size))
+            verified_end = verify(data_dir, acked, clean=cycle % 3 == 0)
+        assert total_acked + len(acked) > 0, "the child never acknowledged anything"
     finally:
         child.close()

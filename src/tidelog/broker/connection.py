@@ -96,7 +96,12 @@ class Connection(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big_frame is not None:
             return memoryview(self._big_frame)[self._big_filled :]
-        if len(self._buffer) - self._end < 65536 and self._start > 0:
+        if self._start == self._end:
+            # Between frames: read at most BIG_FRAME_BYTES, so the head of a big frame that
+            # gets copied into its own buffer stays small.
+            self._start = self._end = 0
+            return self._view[:BIG_FRAME_BYTES]
+        if len(self._buffer) - self._end < BIG_FRAME_BYTES and self._start > 0:
             unparsed = self._end - self._start
             self._buffer[:unparsed] = self._view[self._start : self._end]
             self._start, self._end = 0, unparsed

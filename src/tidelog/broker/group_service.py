@@ -124,6 +124,8 @@ class GroupService:
         self._waiters[waiter_id] = future
         try:
             result = operation(self.shards[partition], waiter_id)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("group %s: %s -> %s", group_id, operation, result.response)
             durable = self._apply(partition, result)
             if durable is not None:
                 await durable
@@ -194,6 +196,7 @@ class GroupService:
         self._timers.pop((partition, key), None)
         try:
             result = self.shards[partition].on_timer(key, self.topics_image(), clock.now_ms())
+            log.debug("group timer %s: %d records, %d answers", key, len(result.records), len(result.completions))
             self._apply_detached(partition, result)
         except KafkaError:
             log.exception("group timer %s failed", key)

@@ -41,6 +41,10 @@ def _resource(topic: str | None, broker: str | None) -> Any:
     return ConfigResource(ResourceType.BROKER, broker)
 
 
+def _label(topic: str | None, broker: str | None) -> str:
+    return f"topic {topic}" if topic is not None else f"broker {broker}"
+
+
 def _admin(bootstrap: str) -> Any:
     from confluent_kafka.admin import AdminClient
 
@@ -57,7 +61,18 @@ def _result(futures: dict[Any, Any], what: str) -> Any:
     except KafkaException as exc:
         error = exc.args[0]
         text = error.str() if hasattr(error, "str") else str(error)
-        raise ToolError(f"{what} failed: {text}") from None
+        raise ToolError(f"cannot {what}: {text}") from None
+
+
+def _source_name(source: Any) -> str:
+    """ConfigSource (an enum or its int) -> e.g. `dynamic_topic`, `default`."""
+    from confluent_kafka.admin import ConfigSource
+
+    try:
+        name = ConfigSource(source).name
+    except ValueError:
+        return str(source)
+    return name.removesuffix("_CONFIG").lower()
 
 
 def _check_topic(bootstrap: str, topic: str | None) -> None:
@@ -81,7 +96,7 @@ def describe_command(bootstrap: str, topic: str | None, broker: str | None,
     resource = _resource(topic, broker)
     admin = _admin(bootstrap)
     _check_topic(bootstrap, topic)
-    entries = _result(admin.describe_configs([resource]), f"describe {resource}")
+    entries = _result(admin.describe_configs([resource]), f"describe {_label(topic, broker)}")
     table = Table(title=f"{'topic' if topic else 'broker'} {topic or broker}")
     table.add_column("name")
     table.add_column("value")
@@ -93,8 +108,7 @@ def describe_command(bootstrap: str, topic: str | None, broker: str | None,
             continue
         value = "<sensitive>" if entry.is_sensitive else ("" if entry.value is None
                                                           else str(entry.value))
-        source = getattr(entry.source, "name", str(entry.source))
-        table.add_row(name, value, source.removesuffix("_CONFIG").lower())
+        table.add_row(name, value, _source_name(entry.source))
         shown += 1
     if shown:
         out.print(table)
@@ -126,7 +140,7 @@ def set_command(bootstrap: str, topic: str | None, broker: str | None,
     for name in deletes:
         resource.add_incremental_config(
             ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE))
-    _result(admin.incremental_alter_configs([resource]), f"alter {resource}")
+    _result(admin.incremental_alter_configs([resource]), f"alter {_label(topic, broker)}")
     changed = [f"{k}={v}" for k, v in updates.items()] + [f"-{k}" for k in deletes]
     stderr.print(f"updated {'topic' if topic else 'broker'} {topic or broker}: "
                  + ", ".join(changed))

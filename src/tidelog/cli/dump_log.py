@@ -17,7 +17,6 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from tidelog.errors import CorruptRecordError
 from tidelog.records.batch import HEADER_SIZE, RecordBatch, TimestampType, peek_batch_size
@@ -127,14 +126,10 @@ def dump_log_command(path: Path, records: bool, max_value_chars: int) -> None:
     """Print the batches of a segment file or partition directory, with CRC status."""
     summaries = [dump_segment(p, records=records, value_limit=max_value_chars)
                  for p in _segments(path)]
-    table = Table(title="summary")
-    for column in ("segment", "batches", "records", "offsets", "invalid", "torn tail bytes"):
-        table.add_column(column, justify="left" if column == "segment" else "right")
     for s in summaries:
-        offsets = f"{s.first_offset}..{s.last_offset}" if s.batches else "-"
-        table.add_row(s.path.name, str(s.batches), str(s.records), offsets, str(s.invalid),
-                      str(s.torn_tail_bytes))
-    out.print(table)
+        offsets = f"offsets {s.first_offset}..{s.last_offset}" if s.batches else "no offsets"
+        out.print(f"summary {s.path.name}: {s.batches} batches, {s.records} records, {offsets}, "
+                  f"{s.invalid} invalid, {s.torn_tail_bytes} torn tail bytes", markup=False)
     invalid = sum(s.invalid for s in summaries)
     if invalid:
         raise click.ClickException(f"{invalid} corrupt batch(es) found")

@@ -9,6 +9,7 @@ from tidelog.cli.bench import bench_group
 from tidelog.cli.config import config_group
 from tidelog.cli.consume import consume_command
 from tidelog.cli.dump_log import dump_log_command
+from tidelog.cli.groups import groups
 from tidelog.cli.produce import produce_command
 from tidelog.cli.serve import serve
 from tidelog.cli.topics import topics
@@ -28,6 +29,7 @@ main.add_command(consume_command)
 main.add_command(dump_log_command)
 main.add_command(config_group)
 main.add_command(bench_group)
+main.add_command(groups)
 
 
 if __name__ == "__main__":

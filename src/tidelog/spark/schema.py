@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 _BASE_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -59,37 +60,32 @@ def messages_to_batch(
 ) -> pa.RecordBatch:
     """Build one Arrow batch from confluent_kafka Message objects of one partition.
 
-    One pass over the messages filling plain lists: the per-record cost is a handful of C
-    accessor calls, which is what bounds the source's rows/s."""
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    offsets: list[int] = []
-    timestamps: list[int] = []
-    timestamp_types: list[int] = []
-    headers: list[list[dict[str, Any]] | None] = []
-    for message in messages:
-        keys.append(message.key())
-        values.append(message.value())
-        offsets.append(message.offset())
-        kind, timestamp_ms = message.timestamp()
-        timestamps.append(timestamp_ms * 1000)
-        # librdkafka: 0 none, 1 create, 2 log append; Spark: -1, 0, 1.
-        timestamp_types.append(kind - 1)
-        if include_headers:
-            pairs = message.headers()
-            headers.append([{"key": k, "value": v} for k, v in pairs] if pairs else None)
-    count = len(offsets)
+    One list comprehension per column (much cheaper per record than a loop of appends), then
+    the arithmetic (ms -> us, librdkafka's timestamp kinds -> Spark's) on whole Arrow arrays:
+    the per-record Python work is what bounds the source's rows/s."""
+    count = len(messages)
+    keys = pa.array([m.key() for m in messages], pa.binary())
+    values = pa.array([m.value() for m in messages], pa.binary())
+    offsets = pa.array([m.offset() for m in messages], pa.int64())
+    kinds, stamps_ms = zip(*[m.timestamp() for m in messages], strict=True) if count else ((), ())
+    stamps = pc.multiply(pa.array(stamps_ms, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
+    # librdkafka: 0 none, 1 create, 2 log append; Spark: -1, 0, 1.
+    timestamp_types = pc.subtract(pa.array(kinds, pa.int32()), pa.scalar(1, pa.int32()))
     columns = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
+        keys,
+        values,
         pa.repeat(pa.scalar(topic, pa.string()), count),
         pa.repeat(pa.scalar(partition, pa.int32()), count),
-        pa.array(offsets, pa.int64()),
-        pa.array(timestamps, pa.timestamp("us", tz="UTC")),
-        pa.array(timestamp_types, pa.int32()),
+        offsets,
+        stamps,
+        timestamp_types,
     ]
     if include_headers:
-        columns.append(pa.array(headers, HEADER_TYPE))
+        headers = [m.headers() for m in messages]
+        columns.append(pa.array(
+            [[{"key": k, "value": v} for k, v in pairs] if pairs else None for pairs in headers],
+            HEADER_TYPE,
+        ))
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
 
 

@@ -78,18 +78,44 @@ def _as_bytes(value: Any) -> bytes | None:
     return bytes(value)
 
 
-def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    """Produce every row and wait until all are acknowledged; return the row count."""
+# One producer per configuration per Python worker: Spark reuses workers across tasks, and an
+# idempotent producer costs ~0.5 s to start (producer id), which would dominate a micro-batch.
+_PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
+MAX_CACHED_PRODUCERS = 8
+
+
+def _idempotent_producer(options: SinkOptions) -> Producer:
+    config: dict[str, Any] = dict(options.kafka_config)
+    config.update({"enable.idempotence": True, "acks": "all"})
+    config.setdefault("linger.ms", 5)
+    key = tuple(sorted((k, str(v)) for k, v in config.items()))
+    producer = _PRODUCERS.get(key)
+    if producer is None:
+        if len(_PRODUCERS) >= MAX_CACHED_PRODUCERS:
+            _PRODUCERS.clear()
+        producer = _PRODUCERS[key] = Producer(config)
+    return producer
+
+
+def _forget_producers() -> None:
+    """After a delivery failure the idempotent producer may be fenced: start afresh."""
+    _PRODUCERS.clear()
+
+
+def produce_batches(
+    options: SinkOptions,
+    batches: Iterator[pa.RecordBatch],
+    marker: tuple[str, Mapping[str, Any]] | None = None,
+) -> int:
+    """Produce every row and wait until all are acknowledged; then, if given, write the
+    marker (key, document) with the same producer. Returns the row count."""
     failures: list[KafkaError] = []
 
     def on_delivery(error: KafkaError | None, _message: Any) -> None:
         if error is not None:
             failures.append(error)
 
-    config: dict[str, Any] = dict(options.kafka_config)
-    config.update({"enable.idempotence": True, "acks": "all"})
-    config.setdefault("linger.ms", 5)
-    producer = Producer(config)
+    producer = _idempotent_producer(options)
     count = 0
     for batch in batches:
         names = batch.schema.names
@@ -121,13 +147,24 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
                     producer.poll(0.05)
             count += 1
         producer.poll(0)
+    _flush(producer, failures)
+    if marker is not None:
+        # Only after every record above is acknowledged: the marker claims they are stored.
+        key, document = marker
+        producer.produce(options.marker_topic, json.dumps({**document, "rows": count}).encode(),
+                         key.encode(), partition=0, on_delivery=on_delivery)
+        _flush(producer, failures)
+    return count
+
+
+def _flush(producer: Producer, failures: list[KafkaError]) -> None:
     remaining = producer.flush(METADATA_TIMEOUT_S * 4)
     if failures or remaining:
+        _forget_producers()
         raise SinkDeliveryError(
             f"{len(failures)} records failed, {remaining} unacknowledged: "
             + "; ".join(str(f) for f in failures[:3])
         )
-    return count
 
 
 def ensure_marker_topic(options: SinkOptions) -> None:
@@ -155,7 +192,8 @@ def read_markers(options: SinkOptions, prefix: str) -> set[str]:
         consumer.assign([TopicPartition(options.marker_topic, 0, low)])
         next_offset = low
         while next_offset < high:
-            messages = consumer.consume(num_messages=10_000, timeout=METADATA_TIMEOUT_S)
+            messages = consumer.consume(num_messages=min(10_000, high - next_offset),
+                                        timeout=METADATA_TIMEOUT_S)
             if not messages:
                 raise SinkDeliveryError(f"marker topic unreadable at offset {next_offset}")
             for message in messages:
@@ -172,16 +210,14 @@ def read_markers(options: SinkOptions, prefix: str) -> set[str]:
         consumer.close()
 
 
-def write_marker(options: SinkOptions, key: str, document: Mapping[str, Any]) -> None:
-    config: dict[str, Any] = dict(options.kafka_config)
-    config.update({"enable.idempotence": True, "acks": "all"})
-    producer = Producer(config)
+def write_marker(
+    producer: Producer, options: SinkOptions, key: str, document: Mapping[str, Any]
+) -> None:
     failures: list[KafkaError] = []
     producer.produce(options.marker_topic, json.dumps(document).encode(), key.encode(),
                      partition=0,
                      on_delivery=lambda error, _m: failures.append(error) if error else None)
-    if producer.flush(METADATA_TIMEOUT_S) or failures:
-        raise SinkDeliveryError(f"marker {key} not written: {failures}")
+    _flush(producer, failures)
 
 
 class TidelogBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
@@ -216,8 +252,7 @@ class TidelogStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         existing = read_markers(self.options, batch_key)
         if batch_key in existing or task_key in existing:
             return SinkCommit(query_id, batch_id, task, 0, True)
-        rows = produce_batches(self.options, iterator)
-        write_marker(self.options, task_key, {"rows": rows})
+        rows = produce_batches(self.options, iterator, marker=(task_key, {}))
         return SinkCommit(query_id, batch_id, task, rows, False)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -225,6 +260,7 @@ class TidelogStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         if not done:
             return
         write_marker(
+            _idempotent_producer(self.options),
             self.options,
             f"{done[0].query_id}/{batchId}",
             {"tasks": len(done), "rows": sum(m.rows for m in done)},

@@ -41,7 +41,7 @@ from tidelog.records.codecs import DEFAULT_MAX_UNCOMPRESSED_BYTES, compress, dec
 from tidelog.records.varint import encode_varint, read_varint
 from tidelog.storage.offset_map import OffsetMap, key_digest
 
-_LENGTH_AND_EPOCH_ETC = struct.Struct(">i")
+_BATCH_LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _TIMESTAMPS = struct.Struct(">qq")  # baseTimestamp, maxTimestamp at byte 27
 _COUNT = struct.Struct(">i")
@@ -80,6 +80,8 @@ def parse_records(batch: RecordBatch, data: bytes) -> list[RawRecord]:
         timestamp_start = position + 1  # skip the attributes byte
         timestamp_delta, offset_start = read_varint(data, timestamp_start)
         offset_delta, position = read_varint(data, offset_start)
+        if not 0 <= offset_delta <= batch.last_offset_delta:
+            raise CorruptRecordError(f"offsetDelta {offset_delta} outside the batch")
         key_length, position = read_varint(data, position)
         key: bytes | None = None
         if key_length >= 0:
@@ -173,7 +175,7 @@ def _rewrite(
     # Header bytes 0..60 of the original, then the fields that change.
     out = bytearray(batch.buffer[:HEADER_SIZE])
     out += payload
-    _LENGTH_AND_EPOCH_ETC.pack_into(out, 8, len(out) - LOG_OVERHEAD)
+    _BATCH_LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
     _ATTRIBUTES.pack_into(out, 21, attributes)
     _TIMESTAMPS.pack_into(out, 27, base_timestamp, max_timestamp)
     _COUNT.pack_into(out, 57, len(kept))

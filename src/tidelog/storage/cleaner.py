@@ -113,6 +113,7 @@ class _Pass:
     cleaned_path: Path | None = None
     cleaned_fd: int = -1
     min_horizon_ms: int | None = None
+    group_changed: bool = False  # a batch of the current group was rewritten or dropped
 
     def transition(self, target: CleanPhase) -> None:
         if target not in TRANSITIONS[self.phase]:
@@ -368,6 +369,8 @@ class LogCleaner:
                 kept = clean_batch(
                     batch, offset_map, now_ms=now_ms, delete_retention_ms=retention_ms
                 )
+                if kept is not batch.buffer:
+                    current.group_changed = True
                 if kept is None:
                     self.stats.records_removed += batch.records_count
                     continue
@@ -385,7 +388,11 @@ class LogCleaner:
                 current.position = 0
         self.stats.bytes_read += used
         if current.segment_number >= len(group):
-            self._swap(current, group, end)
+            if current.group_changed or len(group) > 1:
+                self._swap(current, group, end)
+            else:  # the same bytes: keep the old segment and its indexes
+                self._discard_cleaned_file(current)
+                self._next_group(current)
         return max(used, 1)
 
     def _group_end(self, current: _Pass, group: tuple[LogSegment, ...]) -> int:
@@ -406,7 +413,11 @@ class LogCleaner:
 
         log.replace_segments(group, install)
         self.stats.swaps += 1
+        self._next_group(current)
+
+    def _next_group(self, current: _Pass) -> None:
         current.group_number += 1
+        current.group_changed = False
         current.segment_number = 0
         current.position = 0
         if current.group_number >= len(current.groups):
@@ -423,17 +434,21 @@ class LogCleaner:
 
     def _abort(self, current: _Pass, why: str) -> None:
         _LOG.info("log cleaner: pass over %s abandoned: %s", current.log.topic_partition, why)
+        self._discard_cleaned_file(current)
+        if current.phase is not CleanPhase.DONE:
+            current.transition(CleanPhase.DONE)
+        self.stats.aborted_passes += 1
+        if self._pass is current:
+            self._pass = None
+
+    @staticmethod
+    def _discard_cleaned_file(current: _Pass) -> None:
         if current.cleaned_fd >= 0:
             os.close(current.cleaned_fd)
             current.cleaned_fd = -1
         if current.cleaned_path is not None:
             current.cleaned_path.unlink(missing_ok=True)
             current.cleaned_path = None
-        if current.phase is not CleanPhase.DONE:
-            current.transition(CleanPhase.DONE)
-        self.stats.aborted_passes += 1
-        if self._pass is current:
-            self._pass = None
 
     def write_checkpoint(self) -> None:
         if self.data_dir is not None:

@@ -198,6 +198,7 @@ class LogManager:
             return
         self._closed = True
         self._group_commit.close()
+        self.cleaner.close()  # log compaction: drop a half-written .cleaned file
         for log in self._logs.values():
             log.close(flush=True)
         self.write_checkpoints()

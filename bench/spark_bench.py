@@ -1,0 +1,236 @@
+"""Spark data source benchmark (docs/benchmarks.md, "Spark data source").
+
+1. Batch read: N messages of 250 bytes (2 partitions) through `format("tidelog")`, vs. a
+   synthetic in-memory Python data source yielding the same rows as Arrow batches, interleaved
+   A B A B ... for --rounds rounds in one run. Each read touches every value
+   (sum(length(value))) and is checked against the expected count and bytes.
+2. Streaming latency (--latency): a producer sends --rate msg/s for --seconds with the send
+   time in the value; a streaming query (tidelog -> tidelog sink, exactly-once markers) copies
+   them to an output topic; a consumer computes receive time - send time. p50 / p99.
+
+usage: .venv/bin/python bench/spark_bench.py [--messages 1000000] [--rounds 3] [--latency]
+Starts its own `tidelog serve` in a temporary directory unless --bootstrap is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+import pyarrow as pa
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+import tidelog.spark
+from tidelog.spark.schema import arrow_schema, spark_ddl
+
+VALUE_SIZE = 250
+PARTITIONS = 2
+ROWS_PER_BATCH = 10_000
+
+
+class SyntheticReader(DataSourceReader):  # type: ignore[misc]
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+    def partitions(self) -> list[InputPartition]:
+        share = self.rows // PARTITIONS
+        return [InputPartition((p, share)) for p in range(PARTITIONS)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        index, count = partition.value
+        value = pa.array([b"x" * VALUE_SIZE] * ROWS_PER_BATCH, pa.binary())
+        keys = pa.nulls(ROWS_PER_BATCH, pa.binary())
+        topic = pa.repeat(pa.scalar("synthetic", pa.string()), ROWS_PER_BATCH)
+        part = pa.repeat(pa.scalar(index, pa.int32()), ROWS_PER_BATCH)
+        stamp = pa.repeat(pa.scalar(1_700_000_000_000_000, pa.timestamp("us", tz="UTC")),
+                          ROWS_PER_BATCH)
+        kind = pa.repeat(pa.scalar(0, pa.int32()), ROWS_PER_BATCH)
+        for start in range(0, count, ROWS_PER_BATCH):
+            size = min(ROWS_PER_BATCH, count - start)
+            offsets = pa.array(range(start, start + size), pa.int64())
+            columns = [keys, value, topic, part, offsets, stamp, kind]
+            yield pa.RecordBatch.from_arrays(
+                [c.slice(0, size) if c is not offsets else c for c in columns],
+                schema=arrow_schema(False),
+            )
+
+
+class SyntheticSource(DataSource):  # type: ignore[misc]
+    @classmethod
+    def name(cls) -> str:
+        return "synthetic_kafka"
+
+    def schema(self) -> str:
+        return spark_ddl(False)
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return SyntheticReader(int(self.options["rows"]))
+
+
+def start_broker(data_dir: str) -> tuple[subprocess.Popen[str], str]:
+    tidelog = str(Path(sys.executable).with_name("tidelog"))
+    process = subprocess.Popen(
+        [tidelog, "serve", "--data-dir", data_dir, "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        match = re.search(r"tidelog ready on (\S+)", line)
+        if match:
+            return process, match.group(1)
+    raise RuntimeError("broker did not start")
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(30)
+
+
+def fill(bootstrap: str, topic: str, messages: int) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 500_000})
+    pool = [os.urandom(VALUE_SIZE) for _ in range(1024)]
+    started = time.perf_counter()
+    for index in range(messages):
+        while True:
+            try:
+                producer.produce(topic, pool[index & 1023], partition=index % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    assert producer.flush(120) == 0
+    return messages / (time.perf_counter() - started)
+
+
+def timed_read(frame: Any, expected_rows: int) -> float:
+    started = time.perf_counter()
+    row = frame.selectExpr("count(*) AS n", "sum(length(value)) AS b").collect()[0]
+    elapsed = time.perf_counter() - started
+    assert row.n == expected_rows and row.b == expected_rows * VALUE_SIZE, row
+    return expected_rows / elapsed
+
+
+def batch_benchmark(spark: SparkSession, bootstrap: str, messages: int, rounds: int) -> None:
+    topic = f"bench-{int(time.time())}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    rate = fill(bootstrap, topic, messages)
+    print(f"filled {messages} x {VALUE_SIZE} B in {PARTITIONS} partitions at {rate:,.0f} msg/s")
+    live = (spark.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).load())
+    synthetic = spark.read.format("synthetic_kafka").option("rows", str(messages)).load()
+    timed_read(synthetic, messages)  # warm up workers and code paths once
+    ratios, tidelog_rates, synthetic_rates = [], [], []
+    for index in range(rounds):
+        a = timed_read(live, messages)
+        b = timed_read(synthetic, messages)
+        tidelog_rates.append(a)
+        synthetic_rates.append(b)
+        ratios.append(a / b)
+        print(f"round {index + 1}: tidelog {a:,.0f} rows/s, synthetic {b:,.0f} rows/s, "
+              f"ratio {a / b:.0%}")
+    print(f"median: tidelog {statistics.median(tidelog_rates):,.0f} rows/s "
+          f"(min {min(tidelog_rates):,.0f} max {max(tidelog_rates):,.0f}); synthetic "
+          f"{statistics.median(synthetic_rates):,.0f} rows/s; ratio median "
+          f"{statistics.median(ratios):.0%} (min {min(ratios):.0%} max {max(ratios):.0%})")
+
+
+def latency_benchmark(spark: SparkSession, bootstrap: str, rate: int, seconds: int,
+                      checkpoint: str) -> None:
+    source, sink = f"lat-in-{int(time.time())}", f"lat-out-{int(time.time())}"
+    create_topic(bootstrap, source, PARTITIONS)
+    create_topic(bootstrap, sink, 1)
+    query = (spark.readStream.format("tidelog").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", source).load().select("value")
+             .writeStream.format("tidelog").option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", sink).option("checkpointLocation", checkpoint)
+             .trigger(processingTime="0 seconds").start())
+    time.sleep(5)  # let the first (empty) batches run
+    total = rate * seconds
+
+    def send() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+        started = time.perf_counter()
+        for index in range(total):
+            due = started + index / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            stamp = time.time_ns().to_bytes(8, "big")
+            producer.produce(source, stamp + b"x" * (VALUE_SIZE - 8), partition=index % 2)
+            producer.poll(0)
+        producer.flush(30)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(sink, 0, 0)])
+    latencies: list[float] = []
+    deadline = time.monotonic() + seconds + 60
+    while len(latencies) < total and time.monotonic() < deadline:
+        for message in consumer.consume(1000, timeout=0.05):
+            if message.error() is None:
+                sent_ns = int.from_bytes(message.value()[:8], "big")
+                latencies.append((time.time_ns() - sent_ns) / 1e6)
+    sender.join()
+    query.stop()
+    consumer.close()
+    latencies.sort()
+    assert len(latencies) == total, f"received {len(latencies)} of {total}"
+    p50 = latencies[len(latencies) // 2]
+    p99 = latencies[int(len(latencies) * 0.99)]
+    print(f"streaming latency at {rate} msg/s for {seconds} s ({total} msgs, exactly-once sink): "
+          f"p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap")
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency", action="store_true")
+    parser.add_argument("--rate", type=int, default=10_000)
+    parser.add_argument("--seconds", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tidelog-spark-bench-") as scratch:
+        process = None
+        bootstrap = args.bootstrap
+        if bootstrap is None:
+            process, bootstrap = start_broker(os.path.join(scratch, "data"))
+        try:
+            spark = (SparkSession.builder.master("local[2]").appName("tidelog-spark-bench")
+                     .config("spark.ui.enabled", "false")
+                     .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+            spark.sparkContext.setLogLevel("ERROR")
+            tidelog.spark.register(spark)
+            spark.dataSource.register(SyntheticSource)
+            if args.messages > 0:
+                batch_benchmark(spark, bootstrap, args.messages, args.rounds)
+            if args.latency:
+                latency_benchmark(spark, bootstrap, args.rate, args.seconds,
+                                  os.path.join(scratch, "checkpoint"))
+            spark.stop()
+        finally:
+            if process is not None:
+                process.terminate()
+                process.wait(30)
+
+
+if __name__ == "__main__":
+    main()
