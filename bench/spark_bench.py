@@ -189,6 +189,11 @@ def latency_benchmark(spark: SparkSession, bootstrap: str, rate: int, seconds: i
                 sent_ns = int.from_bytes(message.value()[:8], "big")
                 latencies.append((time.time_ns() - sent_ns) / 1e6)
     sender.join()
+    durations = [p.durationMs for p in query.recentProgress if p.numInputRows > 0]
+    if durations:
+        keys = sorted(durations[-1])
+        print("last batch durations (ms):", {k: durations[-1][k] for k in keys},
+              "rows:", [p.numInputRows for p in query.recentProgress][-5:])
     query.stop()
     consumer.close()
     latencies.sort()

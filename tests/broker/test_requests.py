@@ -274,3 +274,41 @@ def test_idempotent_retry_is_answered_with_the_original_offset(broker: BrokerPro
             ),
         )
         assert transactional.error_code == KioErrorCode.transactional_id_authorization_failed
+
+
+def test_responses_follow_request_order_behind_a_parked_fetch(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as client:
+        create(client, "raw-order")
+        module = request_module(FETCH, 11)
+        parked = client.send(
+            FETCH,
+            11,
+            module.FetchRequest(
+                replica_id=-1,
+                max_wait=timedelta(milliseconds=400),
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                topics=(
+                    module.FetchTopic(
+                        topic="raw-order",
+                        partitions=(
+                            module.FetchPartition(
+                                partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                            ),
+                        ),
+                    ),
+                ),
+                forgotten_topics_data=(),
+            ),
+        )
+        versions = request_module(API_VERSIONS, 3)
+        quick = client.send(
+            API_VERSIONS,
+            3,
+            versions.ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+        )
+        # ApiVersions finishes first inside the broker, but is answered after the fetch.
+        fetched = client.read_response(FETCH, 11, parked)
+        assert fetched.responses[0].partitions[0].high_watermark == 0
+        assert client.read_response(API_VERSIONS, 3, quick).error_code == KioErrorCode.none

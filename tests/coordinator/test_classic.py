@@ -193,6 +193,7 @@ def test_leave_group_batch_and_static_fencing() -> None:
     # The static member restarts with a new id: same protocols -> no rebalance, old id fenced.
     response = join(h, 5, new_id="a2", group_instance_id="i-a")
     assert response is not None and response.error is ErrorCode.NONE and response.generation_id == 1
+    assert response.leader == "a2" and response.skip_assignment  # keep the current assignment
     assert heartbeat(h, 6, "a", 1) is ErrorCode.UNKNOWN_MEMBER_ID
     fenced = h.run(h.shard.heartbeat(HeartbeatRequest("g", 1, "a", "i-a"), 6))
     assert fenced is ErrorCode.FENCED_INSTANCE_ID

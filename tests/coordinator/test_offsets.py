@@ -87,3 +87,27 @@ def test_delete_groups_and_list() -> None:
     result = h.run(h.shard.delete_groups(["g", "missing"]))
     assert result == [("g", ErrorCode.NONE), ("missing", ErrorCode.GROUP_ID_NOT_FOUND)]
     assert h.shard.list_groups() == [] and h.reloaded().list_groups() == []
+
+
+def test_active_groups_refuse_deletion_and_protect_subscribed_offsets() -> None:
+    from .test_classic import commit, join, subscription, sync
+
+    h = Harness()
+    join(h, 0, new_id="a", protocols=(("range", subscription("t")),))
+    sync(h, 1, "a", 1, (("a", b""),))
+    assert commit(h, 2, "a", 1) is ErrorCode.NONE
+    admin_other = OffsetCommitRequest("g", (CommitPartition("other", 0, 3),), 1, "a")
+    h.run(h.shard.offset_commit(admin_other, 3))
+    assert h.run(h.shard.delete_groups(["g"])) == [("g", ErrorCode.NON_EMPTY_GROUP)]
+    # An active group's offsets for topics it does not consume expire from their commit time;
+    # those of its subscribed topics never do.
+    expiring = h.shard.expire_offsets(3 + h.config.offsets_retention_ms)
+    assert [(r.key.topic, r.value) for r in expiring] == [("other", None)]  # type: ignore[union-attr]
+    deleted = h.run(h.shard.offset_delete("g", (("t", 0), ("other", 0))))
+    assert deleted.partitions == (
+        ("t", 0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC),
+        ("other", 0, ErrorCode.NONE),
+    )
+    assert h.shard.expire_offsets(3 + h.config.offsets_retention_ms) == []
+    fetched = h.shard.offset_fetch(OffsetFetchRequest("g", None)).partitions
+    assert [(p.topic, p.offset) for p in fetched] == [("t", 5)]

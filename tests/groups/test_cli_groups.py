@@ -87,3 +87,42 @@ def test_list_describe_reset_delete(broker_factory: BrokerFactory) -> None:
     assert all(row["group"] != "cli-group" for row in gone)
     missing = tidelog(broker.bootstrap, "delete", "cli-group")
     assert missing.returncode == 1 and "GROUP_ID_NOT_FOUND" in missing.stderr
+
+
+def test_consumer_protocol_group_with_sync_durability(broker_factory: BrokerFactory) -> None:
+    broker = broker_factory(settings={**GROUP_SETTINGS, "log.durability": "sync"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("kip848", 3, 1)])["kip848"].result(15)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for number in range(30):
+        producer.produce("kip848", b"y", partition=number % 3)
+    assert producer.flush(15) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "kip848-group",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["kip848"])
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < 30 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen += 1
+    committed = consumer.commit(asynchronous=False)  # answered after the fsync
+    assert sorted((p.partition, p.offset) for p in committed) == [(0, 10), (1, 10), (2, 10)]
+    described = json.loads(tidelog(broker.bootstrap, "describe", "kip848-group", "--json").stdout)
+    assert described["state"] == "STABLE" and described["assignor"] == "uniform"
+    assert [sorted(m["partitions"]) for m in described["members"]] == [
+        ["kip848-0", "kip848-1", "kip848-2"]
+    ]
+    assert {row["lag"] for row in described["partitions"]} == {0}
+    consumer.close()
+    broker.kill()
+    broker = broker_factory(broker.data_dir, settings=GROUP_SETTINGS)
+    again = json.loads(tidelog(broker.bootstrap, "describe", "kip848-group", "--json").stdout)
+    assert [row["committed"] for row in again["partitions"]] == [10, 10, 10]

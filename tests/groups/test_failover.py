@@ -121,3 +121,38 @@ def test_offsets_and_groups_survive_sigterm_and_sigkill(broker_factory: BrokerFa
     rest = _consume(broker.bootstrap, "classic-g", 200 - sum(committed))
     assert len(rest) == 200 - sum(committed)
     assert not set(rest) & (set(first) | set(second))
+
+
+def test_static_member_restart_keeps_its_partitions_without_a_rebalance(
+    broker_factory: BrokerFactory,
+) -> None:
+    broker = broker_factory(settings=GROUP_SETTINGS)
+    _create(broker.bootstrap, "static", 4)
+    ledger = Ledger()
+    settings = {
+        "group.id": "static-group",
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+        "partition.assignment.strategy": "range",
+    }
+    dynamic = ConfluentMember("dynamic", ledger, broker.bootstrap, "static", dict(settings))
+    dynamic.start()
+    wait_until(lambda: len(ledger.snapshot().get("dynamic", ())) == 4, 30, "first member")
+    static = ConfluentMember(
+        "static-1", ledger, broker.bootstrap, "static", {**settings, "group.instance.id": "s1"}
+    )
+    static.start()
+    wait_until(lambda: len(ledger.snapshot().get("static-1", ())) == 2, 30, "a 2/2 split")
+    kept = ledger.snapshot()["static-1"]
+    events_before = len(ledger.events)
+    static.leave()  # a static member closes without LeaveGroup (KIP-345)
+    again = ConfluentMember(
+        "static-2", ledger, broker.bootstrap, "static", {**settings, "group.instance.id": "s1"}
+    )
+    again.start()
+    wait_until(lambda: ledger.snapshot().get("static-2") == kept, 30, "the same partitions back")
+    later = ledger.events[events_before:]
+    assert not [e for e in later if e[1] == "dynamic"], "the other member saw a rebalance"
+    again.leave()
+    dynamic.leave()
+    assert ledger.violations == []

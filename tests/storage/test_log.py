@@ -12,6 +12,7 @@ from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
 from tidelog.records.batch import RecordBatch, TimestampType, iter_batches
 from tidelog.storage.config import LogConfig
 from tidelog.storage.log import PartitionLog
+from tidelog.storage.segment import TRANSITIONS, SegmentState
 from tidelog.types import TopicPartition
 
 from .helpers import (
@@ -279,4 +280,41 @@ def test_batch_views_are_not_copied(tmp_path: Path) -> None:
     log.append([batch], now_ms=0)
     assert batch.base_offset == 1
     assert RecordBatch(read_all(log, 1)[0].buffer).base_offset == 1
+    log.close()
+
+
+def test_follower_append_raw_keeps_offsets(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader")
+    for number in range(6):
+        leader.append([make_batch(2, tag=number)], now_ms=0, leader_epoch=3)
+    follower = open_log(tmp_path / "follower")
+    fetched = [RecordBatch(memoryview(bytearray(b.buffer))) for b in read_all(leader)]
+    follower.append_raw(fetched[:4])
+    follower.append_raw(fetched[4:])
+    assert [bytes(b.buffer) for b in read_all(follower)] == [bytes(b.buffer) for b in fetched]
+    with pytest.raises(KafkaError):  # must start exactly at the log end offset
+        follower.append_raw([fetched[0]])
+    follower.truncate_to(4)  # divergence: the follower cuts back and refetches
+    follower.append_raw(fetched[2:])
+    assert follower.log_end_offset == leader.log_end_offset
+    leader.close()
+    follower.close()
+
+
+def test_segment_lifecycle_table(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=300))
+    for number in range(6):
+        log.append([make_batch(1, value_size=100, tag=number)], now_ms=0)
+    first, *_, active = log.segments()
+    assert active.state is SegmentState.ACTIVE
+    assert first.state is SegmentState.SEALED  # rolled, not fsynced yet
+    log.flush()
+    assert first.state is SegmentState.FLUSHED and active.state is SegmentState.ACTIVE
+    with pytest.raises(AssertionError):
+        first.transition(SegmentState.SEALED)  # not in the table
+    log.delete_records_before(log.log_end_offset)
+    assert first.state is SegmentState.DELETED
+    with pytest.raises(AssertionError):
+        first.transition(SegmentState.ACTIVE)
+    assert set(TRANSITIONS) == set(SegmentState)
     log.close()

@@ -155,3 +155,22 @@ def test_config_properties() -> None:
         with pytest.raises(KafkaError) as info:
             LogConfig.from_properties(bad)
         assert info.value.code == ErrorCode.INVALID_CONFIG
+
+
+def test_roll_flushes_sealed_segments_in_the_background(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, LogConfig(), now_ms=0)
+    log = manager.create(A, LogConfig(segment_bytes=400))
+    for _ in range(12):
+        log.append([make_batch(1, value_size=100)], now_ms=0)
+    assert log.segment_count() > 2
+    sealed_end = log.active_segment.base_offset
+    synced = threading.Event()
+    manager.request_sync(log, 0, lambda error: synced.set())  # queued behind the roll flushes
+    assert synced.wait(10)
+    assert log.recovery_point >= sealed_end
+    assert all(s.state.value == "flushed" for s in log.segments()[:-1])
+    manager.close(clean=False)
+    manager = LogManager(tmp_path, LogConfig(), now_ms=0)
+    reopened = manager.get(A)
+    assert reopened is not None and reopened.recovered_segments == 1  # only the active one
+    manager.close()

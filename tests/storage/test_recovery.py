@@ -126,7 +126,7 @@ def test_truncate_last_segment_at_every_byte_of_last_two_batches(
         survivors = batches[:-1] if cut >= size - len(batches[-1]) else batches[:-2]
         log = recover(directory)
         assert_serves_exactly(log, survivors)
-        log.close()
+        log.close(flush=False)  # recovery already fsynced; skip the rest to keep this fast
         if cut in (size - tail, size - tail + 1, size - 1):
             check_indexes(directory, tmp_path, survivors)
 
@@ -160,7 +160,7 @@ def test_random_bit_flips_keep_the_prefix_before_the_damage(
         log = recover(directory)
         assert_serves_exactly(log, batches[:victim])
         assert log.truncated_bytes > 0
-        log.close()
+        log.close(flush=False)
         if victim % 5 == 0:
             check_indexes(directory, tmp_path, batches[:victim])
 

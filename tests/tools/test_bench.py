@@ -47,3 +47,15 @@ def test_value_pool_and_percentiles() -> None:
         sum(map(len, pool.values)) + sum(len(v) for v in pool.values[:3]))
     assert percentiles_ms([i / 1000 for i in range(1, 101)]) == {
         "p50": 51.0, "p95": 96.0, "p99": 100.0, "max": 100.0}
+
+
+def test_bench_consume_quick_seeds_backlog_and_checks_commit(tool_broker: ToolBroker) -> None:
+    run = run_tool("bench", "consume", "--quick", "--json", "-b", tool_broker.bootstrap,
+                   "--topic", "bench-consume", timeout_s=180)
+    assert run.returncode == 0, run.stderr
+    seeded, consumed = json.loads(run.stdout)
+    assert seeded["mode"] == "produce" and seeded["ok"] is True
+    assert consumed["mode"] == "consume" and consumed["ok"] is True
+    assert consumed["messages"] == 200_000
+    assert consumed["checks"] == {"read == requested": True, "final commit covers all": True,
+                                  "bytes == expected": True}

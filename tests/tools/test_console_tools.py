@@ -179,3 +179,17 @@ def test_config_errors(tool_broker: ToolBroker) -> None:
     assert nothing.returncode == 2
     not_pair = run_tool("config", "set", "--topic", "x", "retention.ms")
     assert not_pair.returncode == 2
+
+
+def test_consume_in_a_group_commits_and_resumes(tool_broker: ToolBroker) -> None:
+    run_tool("produce", "tools-group", "-b", tool_broker.bootstrap,
+             stdin=b"".join(b"g%d\n" % i for i in range(10)))
+    first = run_tool("consume", "tools-group", "-b", tool_broker.bootstrap, "--group", "cli-g",
+                     "--from-beginning", "-n", "6")
+    assert first.returncode == 0, first.stderr
+    assert first.text.splitlines() == [f"g{i}" for i in range(6)]
+    # Same group again: resumes from the committed offset, not from the beginning.
+    rest = run_tool("consume", "tools-group", "-b", tool_broker.bootstrap, "--group", "cli-g",
+                    "--from-beginning", "--timeout-ms", "3000")
+    assert rest.returncode == 0, rest.stderr
+    assert rest.text.splitlines() == [f"g{i}" for i in range(6, 10)]

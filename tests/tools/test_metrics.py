@@ -207,3 +207,25 @@ def test_log_formatters_carry_request_context() -> None:
     assert plain.endswith(
         "api 0: boom [client_id=app-1 api=Produce api_version=9 correlation_id=42 "
         "client=127.0.0.1:5555]")
+
+
+def test_consumer_lag_per_group_and_partition(tool_broker: ToolBroker) -> None:
+    topic = "metrics-lag"
+    produced = run_tool("produce", topic, "-b", tool_broker.bootstrap,
+                        stdin=b"".join(b"%d\n" % i for i in range(40)))
+    assert produced.returncode == 0, produced.stderr
+    consumer = Consumer({"bootstrap.servers": tool_broker.bootstrap, "group.id": "lag-g",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    read = 0
+    while read < 25:
+        message = consumer.poll(10)
+        assert message is not None and message.error() is None
+        read += 1
+    consumer.commit(message=message, asynchronous=False)  # commits offset 25
+    consumer.close()
+    parsed = samples(tool_broker.get("/metrics")[1])
+    labels = {"group": "lag-g", "topic": topic, "partition": "0"}
+    assert value(parsed, "tidelog_consumer_group_committed_offset", **labels) == 25
+    assert value(parsed, "tidelog_consumer_group_lag", **labels) == 15
+    assert sum(v for (name, _), v in parsed.items() if name == "tidelog_consumer_groups") >= 1

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tidelog.broker import clock
+from tidelog.broker.metrics import GroupOffset, GroupStats
 from tidelog.coordinator.coordinator import GroupCoordinatorShard, partition_for
 from tidelog.coordinator.loader import encode_batch, iter_coordinator_records
 from tidelog.coordinator.messages import GroupConfig, Result, TimerKey, TimerRequest, TopicsImage
@@ -124,8 +125,9 @@ class GroupService:
         self._waiters[waiter_id] = future
         try:
             result = operation(self.shards[partition], waiter_id)
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("group %s: %s -> %s", group_id, operation, result.response)
+            log.debug(
+                "group %s: %d records, answer %s", group_id, len(result.records), result.response
+            )
             durable = self._apply(partition, result)
             if durable is not None:
                 await durable
@@ -196,9 +198,14 @@ class GroupService:
         self._timers.pop((partition, key), None)
         try:
             result = self.shards[partition].on_timer(key, self.topics_image(), clock.now_ms())
-            log.debug("group timer %s: %d records, %d answers", key, len(result.records), len(result.completions))
+            log.debug(
+                "group timer %s: %d records, %d answers",
+                key,
+                len(result.records),
+                len(result.completions),
+            )
             self._apply_detached(partition, result)
-        except KafkaError:
+        except (KafkaError, OSError, ValueError):
             log.exception("group timer %s failed", key)
 
     def _schedule_retention(self) -> None:
@@ -217,6 +224,20 @@ class GroupService:
                 log.info("expiring %d offsets/groups in partition %d", len(records), partition)
                 self._apply_detached(partition, Result(records=records))
         self._schedule_retention()
+
+    def metrics_snapshot(self) -> GroupStats:
+        """Groups per state and committed offsets, for /metrics (read at scrape time)."""
+        states: dict[str, int] = {}
+        offsets: list[GroupOffset] = []
+        for shard in self.shards.values():
+            for listed in shard.list_groups():
+                states[listed.state] = states.get(listed.state, 0) + 1
+            for group_id, committed in shard.offsets.snapshot().items():
+                offsets.extend(
+                    GroupOffset(group_id, topic, partition, value.offset)
+                    for (topic, partition), value in committed.items()
+                )
+        return GroupStats(states, tuple(offsets))
 
     def close(self) -> None:
         for handle in self._timers.values():

@@ -33,6 +33,7 @@ def bootstrap_option(func: F) -> F:
     return click.option(
         "-b",
         "--bootstrap-server",
+        "--bootstrap",
         "bootstrap",
         default=DEFAULT_BOOTSTRAP,
         envvar="TIDELOG_BOOTSTRAP_SERVER",

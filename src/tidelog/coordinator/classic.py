@@ -1,13 +1,15 @@
-"""Classic group protocol operations: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and timers.
+"""Classic group protocol, part one: JoinGroup and the rebalance machinery.
 
-Each function takes the group, the request, the `GroupConfig` and `now_ms`, changes the group's
-in-memory rebalance state, and returns a `Result`: the GroupMetadataValue record when a rebalance
-outcome must be persisted, the response (or None while the request is parked), answers for
-parked requests, and timers. Error codes and their order follow Kafka's GroupCoordinator.
+`classic_sync.py` holds SyncGroup, Heartbeat, LeaveGroup and the timers. Each function takes
+the group, the request, the `GroupConfig` and `now_ms`, changes the group's in-memory rebalance
+state, and returns a `Result`: the GroupMetadataValue record when a rebalance outcome must be
+persisted, the response (or None while the request is parked), answers for parked requests,
+and timers. Error codes and their order follow Kafka's GroupCoordinator.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tidelog.coordinator.group import ClassicGroup, ClassicMember, GroupState
@@ -17,16 +19,11 @@ from tidelog.coordinator.messages import (
     PENDING_TIMER,
     SYNC_TIMER,
     GroupConfig,
-    HeartbeatRequest,
     JoinGroupMember,
     JoinGroupRequest,
     JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
     Result,
-    SyncGroupRequest,
     SyncGroupResponse,
-    TimerKey,
     TimerRequest,
 )
 from tidelog.coordinator.records import CoordinatorRecord, GroupMetadataKey
@@ -121,19 +118,19 @@ def _join_known_member(
         result.response = JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
         return
     member = known
-    _touch(group, member, now_ms, result)
+    touch(group, member, now_ms, result)
     same_protocols = member.protocols == request.protocols
     if group.state is GroupState.PREPARING_REBALANCE:
         _update_member(member, request, result)
-        _maybe_complete_join(group, config, now_ms, result)
+        maybe_complete_join(group, config, now_ms, result)
     elif group.state is GroupState.COMPLETING_REBALANCE and same_protocols:
-        result.response = _join_response(group, member)  # the member missed the response
+        result.response = join_response(group, member)  # the member missed the response
     elif group.state is GroupState.STABLE and same_protocols and member_id != group.leader_id:
-        result.response = _join_response(group, member)
+        result.response = join_response(group, member)
     else:
         # Changed metadata, or the leader rejoining to force a rebalance (Kafka semantics).
         _update_member(member, request, result)
-        _prepare_rebalance(group, config, now_ms, result)
+        prepare_rebalance(group, config, now_ms, result)
 
 
 def _update_member(member: ClassicMember, request: JoinGroupRequest, result: Result[Any]) -> None:
@@ -163,11 +160,11 @@ def _add_member_and_rebalance(
     if group.leader_id is None:
         group.leader_id = member.member_id
     group.new_member_added = True
-    _touch(group, member, now_ms, result)
+    touch(group, member, now_ms, result)
     if group.state is GroupState.PREPARING_REBALANCE:
-        _maybe_complete_join(group, config, now_ms, result)
+        maybe_complete_join(group, config, now_ms, result)
     else:
-        _prepare_rebalance(group, config, now_ms, result)
+        prepare_rebalance(group, config, now_ms, result)
 
 
 def _replace_static_member(
@@ -195,26 +192,27 @@ def _replace_static_member(
     group.static_members[instance_id] = member_id
     if group.leader_id == old_id:
         group.leader_id = member_id
-    _touch(group, member, now_ms, result)
+    touch(group, member, now_ms, result)
     if group.state is GroupState.STABLE and old.protocols == request.protocols:
         # Nothing changed but the id: persist it and hand back the current generation.
         result.records.append(
             CoordinatorRecord(GroupMetadataKey(group.group_id), group.to_record(now_ms))
         )
-        result.response = _join_response(group, member, with_members=False)
+        # As Kafka: the leader still gets the member list, but is told to skip assigning.
+        result.response = replace(
+            join_response(group, member), skip_assignment=member_id == group.leader_id
+        )
         return
     member.join_waiter = request.waiter_id
     if group.state is GroupState.PREPARING_REBALANCE:
-        _maybe_complete_join(group, config, now_ms, result)
+        maybe_complete_join(group, config, now_ms, result)
     else:
-        _prepare_rebalance(group, config, now_ms, result)
+        prepare_rebalance(group, config, now_ms, result)
 
 
-def _join_response(
-    group: ClassicGroup, member: ClassicMember, *, with_members: bool = True
-) -> JoinGroupResponse:
+def join_response(group: ClassicGroup, member: ClassicMember) -> JoinGroupResponse:
     members: tuple[JoinGroupMember, ...] = ()
-    if with_members and member.member_id == group.leader_id:
+    if member.member_id == group.leader_id:
         members = tuple(
             JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
             for m in group.members.values()
@@ -230,14 +228,14 @@ def _join_response(
     )
 
 
-def _touch(group: ClassicGroup, member: ClassicMember, now_ms: int, result: Result[Any]) -> None:
+def touch(group: ClassicGroup, member: ClassicMember, now_ms: int, result: Result[Any]) -> None:
     """Any request from a member proves it alive: push its session deadline out."""
     member.session_deadline_ms = now_ms + member.session_timeout_ms
     key = (HEARTBEAT_TIMER, group.group_id, member.member_id)
     result.timers.append(TimerRequest(key, member.session_deadline_ms))
 
 
-def _prepare_rebalance(
+def prepare_rebalance(
     group: ClassicGroup, config: GroupConfig, now_ms: int, result: Result[Any]
 ) -> None:
     if group.state is GroupState.COMPLETING_REBALANCE:
@@ -263,10 +261,10 @@ def _prepare_rebalance(
     group.pending_sync.clear()
     group.join_deadline_ms = now_ms + delay
     result.timers.append(TimerRequest((JOIN_TIMER, group.group_id, ""), group.join_deadline_ms))
-    _maybe_complete_join(group, config, now_ms, result)
+    maybe_complete_join(group, config, now_ms, result)
 
 
-def _maybe_complete_join(
+def maybe_complete_join(
     group: ClassicGroup, config: GroupConfig, now_ms: int, result: Result[Any]
 ) -> None:
     # During the initial rebalance delay only the timer completes the join phase.
@@ -275,17 +273,17 @@ def _maybe_complete_join(
         and not group.initial_delay_active
         and group.all_members_joined()
     ):
-        _complete_join(group, now_ms, result)
+        complete_join(group, now_ms, result)
 
 
-def _complete_join(group: ClassicGroup, now_ms: int, result: Result[Any]) -> None:
+def complete_join(group: ClassicGroup, now_ms: int, result: Result[Any]) -> None:
     result.timers.append(TimerRequest((JOIN_TIMER, group.group_id, ""), None))
     group.join_deadline_ms = None
     group.initial_delay_remaining_ms = 0
     group.initial_delay_active = False
     for member_id, member in list(group.members.items()):
         if member.join_waiter is None and member.group_instance_id is None:
-            _drop_member(group, member_id, result)
+            drop_member(group, member_id, result)
     group.generation_id += 1
     if not any(m.join_waiter is not None for m in group.members.values()):
         group.members.clear()
@@ -303,15 +301,15 @@ def _complete_join(group: ClassicGroup, now_ms: int, result: Result[Any]) -> Non
     group.transition(GroupState.COMPLETING_REBALANCE, now_ms)
     for member in group.members.values():
         if member.join_waiter is not None:
-            result.completions.append((member.join_waiter, _join_response(group, member)))
+            result.completions.append((member.join_waiter, join_response(group, member)))
             member.join_waiter = None
             group.pending_sync.add(member.member_id)
-            _touch(group, member, now_ms, result)
+            touch(group, member, now_ms, result)
     group.sync_deadline_ms = now_ms + group.max_rebalance_timeout_ms()
     result.timers.append(TimerRequest((SYNC_TIMER, group.group_id, ""), group.sync_deadline_ms))
 
 
-def _drop_member(group: ClassicGroup, member_id: str, result: Result[Any]) -> None:
+def drop_member(group: ClassicGroup, member_id: str, result: Result[Any]) -> None:
     member = group.members.pop(member_id)
     if member.group_instance_id is not None:
         group.static_members.pop(member.group_instance_id, None)
@@ -332,164 +330,8 @@ def remove_member(
     group: ClassicGroup, member_id: str, config: GroupConfig, now_ms: int, result: Result[Any]
 ) -> None:
     """Leave or session expiry: drop the member, then rebalance the rest."""
-    _drop_member(group, member_id, result)
+    drop_member(group, member_id, result)
     if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-        _prepare_rebalance(group, config, now_ms, result)
+        prepare_rebalance(group, config, now_ms, result)
     else:
-        _maybe_complete_join(group, config, now_ms, result)
-
-
-def sync_group(
-    group: ClassicGroup, request: SyncGroupRequest, config: GroupConfig, now_ms: int
-) -> Result[SyncGroupResponse]:
-    result: Result[SyncGroupResponse] = Result()
-    error = _member_error(
-        group, request.member_id, request.group_instance_id, request.generation_id
-    )
-    if error is ErrorCode.NONE and (
-        (request.protocol_type is not None and request.protocol_type != group.protocol_type)
-        or (request.protocol_name is not None and request.protocol_name != group.protocol_name)
-    ):
-        error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-    if error is ErrorCode.NONE and group.state is GroupState.PREPARING_REBALANCE:
-        error = ErrorCode.REBALANCE_IN_PROGRESS
-    if error is not ErrorCode.NONE:
-        result.response = SyncGroupResponse(error)
-        return result
-    member = group.members[request.member_id]
-    _touch(group, member, now_ms, result)
-    group.pending_sync.discard(member.member_id)
-    if group.state is GroupState.STABLE:
-        result.response = _sync_response(group, member)
-        return result
-    member.sync_waiter = request.waiter_id
-    if member.member_id == group.leader_id:
-        given = dict(request.assignments)
-        for item in group.members.values():
-            item.assignment = given.get(item.member_id, b"")
-        group.transition(GroupState.STABLE, now_ms)
-        record = CoordinatorRecord(GroupMetadataKey(group.group_id), group.to_record(now_ms))
-        result.records.append(record)
-        result.timers.append(TimerRequest((SYNC_TIMER, group.group_id, ""), None))
-        group.sync_deadline_ms = None
-        for item in group.members.values():
-            if item.sync_waiter is not None:
-                result.completions.append((item.sync_waiter, _sync_response(group, item)))
-                item.sync_waiter = None
-    return result
-
-
-def _sync_response(group: ClassicGroup, member: ClassicMember) -> SyncGroupResponse:
-    return SyncGroupResponse(
-        ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name
-    )
-
-
-def _member_error(
-    group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int
-) -> ErrorCode:
-    if group.state is GroupState.DEAD:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if group.is_static_fenced(member_id, instance_id):
-        return ErrorCode.FENCED_INSTANCE_ID
-    if member_id not in group.members or group.state is GroupState.EMPTY:
-        return ErrorCode.UNKNOWN_MEMBER_ID
-    if generation_id != group.generation_id:
-        return ErrorCode.ILLEGAL_GENERATION
-    return ErrorCode.NONE
-
-
-def heartbeat(
-    group: ClassicGroup, request: HeartbeatRequest, config: GroupConfig, now_ms: int
-) -> Result[ErrorCode]:
-    result: Result[ErrorCode] = Result()
-    error = _member_error(
-        group, request.member_id, request.group_instance_id, request.generation_id
-    )
-    if error is ErrorCode.NONE:
-        _touch(group, group.members[request.member_id], now_ms, result)
-        if group.state is GroupState.PREPARING_REBALANCE:
-            error = ErrorCode.REBALANCE_IN_PROGRESS
-    result.response = error
-    return result
-
-
-def leave_group(
-    group: ClassicGroup, request: LeaveGroupRequest, config: GroupConfig, now_ms: int
-) -> Result[LeaveGroupResponse]:
-    result: Result[LeaveGroupResponse] = Result()
-    if group.state is GroupState.DEAD:
-        result.response = LeaveGroupResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        return result
-    outcomes = []
-    for leaving in request.members:
-        error = ErrorCode.NONE
-        if leaving.group_instance_id is not None:
-            member_id = group.static_members.get(leaving.group_instance_id)
-            if member_id is None:
-                error = ErrorCode.UNKNOWN_MEMBER_ID
-            elif leaving.member_id and leaving.member_id != member_id:
-                error = ErrorCode.FENCED_INSTANCE_ID
-            else:
-                remove_member(group, member_id, config, now_ms, result)
-        elif leaving.member_id in group.pending_members:
-            group.pending_members.discard(leaving.member_id)
-            key = (PENDING_TIMER, group.group_id, leaving.member_id)
-            result.timers.append(TimerRequest(key, None))
-            _maybe_complete_join(group, config, now_ms, result)
-        elif leaving.member_id in group.members:
-            remove_member(group, leaving.member_id, config, now_ms, result)
-        else:
-            error = ErrorCode.UNKNOWN_MEMBER_ID
-        outcomes.append((leaving, error))
-    result.response = LeaveGroupResponse(ErrorCode.NONE, tuple(outcomes))
-    return result
-
-
-def on_timer(group: ClassicGroup, key: TimerKey, config: GroupConfig, now_ms: int) -> Result[None]:
-    """A deadline armed earlier passed; stale timers (state moved on) change nothing."""
-    result: Result[None] = Result()
-    kind, _, member_id = key
-    if kind == JOIN_TIMER:
-        deadline = group.join_deadline_ms
-        if (
-            group.state is not GroupState.PREPARING_REBALANCE
-            or deadline is None
-            or now_ms < deadline
-        ):
-            return result
-        if (
-            group.initial_delay_active
-            and group.initial_delay_remaining_ms > 0
-            and (group.new_member_added)
-        ):
-            # More members arrived during the initial delay: wait another delay (bounded).
-            extra = min(config.initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
-            group.initial_delay_remaining_ms -= extra
-            group.new_member_added = False
-            group.join_deadline_ms = now_ms + extra
-            result.timers.append(TimerRequest(key, group.join_deadline_ms))
-            return result
-        _complete_join(group, now_ms, result)
-    elif kind == SYNC_TIMER:
-        deadline = group.sync_deadline_ms
-        if (
-            group.state is GroupState.COMPLETING_REBALANCE
-            and deadline is not None
-            and now_ms >= deadline
-        ):
-            for missing in sorted(group.pending_sync):
-                _drop_member(group, missing, result)
-            _prepare_rebalance(group, config, now_ms, result)
-    elif kind == HEARTBEAT_TIMER:
-        member = group.members.get(member_id)
-        if member is None or now_ms < member.session_deadline_ms:
-            return result
-        if member.join_waiter is not None or member.sync_waiter is not None:
-            _touch(group, member, now_ms, result)  # parked requests keep a member alive
-            return result
-        remove_member(group, member_id, config, now_ms, result)
-    elif kind == PENDING_TIMER and member_id in group.pending_members:
-        group.pending_members.discard(member_id)
-        _maybe_complete_join(group, config, now_ms, result)
-    return result
+        maybe_complete_join(group, config, now_ms, result)

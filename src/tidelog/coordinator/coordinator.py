@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tidelog.coordinator import classic, consumer_heartbeat
+from tidelog.coordinator import classic, classic_sync, consumer_heartbeat
 from tidelog.coordinator.consumer_group import ConsumerGroup, to_topic_partitions
 from tidelog.coordinator.group import ClassicGroup, GroupState, validate_commit
 from tidelog.coordinator.messages import (
@@ -151,19 +151,19 @@ class GroupCoordinatorShard:
         group = self._classic(request.group_id)
         if group is None:
             return Result(response=SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID))
-        return classic.sync_group(group, request, self.config, now_ms)
+        return classic_sync.sync_group(group, request, self.config, now_ms)
 
     def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result[ErrorCode]:
         group = self._classic(request.group_id)
         if group is None:
             return Result(response=ErrorCode.UNKNOWN_MEMBER_ID)
-        return classic.heartbeat(group, request, self.config, now_ms)
+        return classic_sync.heartbeat(group, request, self.config, now_ms)
 
     def leave_group(self, request: LeaveGroupRequest, now_ms: int) -> Result[LeaveGroupResponse]:
         group = self._classic(request.group_id)
         if group is None:
             return Result(response=LeaveGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID))
-        return classic.leave_group(group, request, self.config, now_ms)
+        return classic_sync.leave_group(group, request, self.config, now_ms)
 
     # ------------------------------------------------------------ consumer protocol
 
@@ -199,7 +199,7 @@ class GroupCoordinatorShard:
     def on_timer(self, key: TimerKey, topics: TopicsImage, now_ms: int) -> Result[object]:
         group = self.groups.get(key[1])
         if isinstance(group, ClassicGroup):
-            return classic.on_timer(group, key, self.config, now_ms)  # type: ignore[return-value]
+            return classic_sync.on_timer(group, key, self.config, now_ms)  # type: ignore[return-value]
         if isinstance(group, ConsumerGroup):
             return consumer_heartbeat.on_timer(  # type: ignore[return-value]
                 group, key, topics, self.config, self.deadlines, now_ms

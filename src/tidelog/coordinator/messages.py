@@ -107,6 +107,7 @@ class JoinGroupResponse:
     protocol_name: str | None = None
     leader: str = ""
     members: tuple[JoinGroupMember, ...] = ()
+    skip_assignment: bool = False  # a returning static leader keeps the current assignment
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,194 +55,28 @@ raises `CorruptRecordError` (never an IndexError or struct.error).
 
 from __future__ import annotations
 
-import struct
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from functools import partial
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from tidelog.coordinator.schema import (
+    BYTES,
+    I16,
+    INT8,
+    INT32,
+    INT32_ARRAY,
+    INT64,
+    NULLABLE_STRING,
+    STRING,
+    STRING_ARRAY,
+    UUID,
+    FieldSpec,
+    Reader,
+    Writer,
+    read_struct,
+    write_struct,
+)
 from tidelog.errors import CorruptRecordError
-
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-# Field kinds understood by the schema engine below.
-INT8, INT16, INT32, INT64 = "int8", "int16", "int32", "int64"
-STRING, NULLABLE_STRING, BYTES, UUID = "string", "string?", "bytes", "uuid"
-STRING_ARRAY, INT32_ARRAY = "[string]", "[int32]"
-
-
-@dataclass(frozen=True, slots=True)
-class FieldSpec:
-    """One schema field: attribute name, kind (or struct class for arrays), version range."""
-
-    name: str
-    kind: str | type
-    min_version: int = 0
-    max_version: int = 32767
-
-
-class _Writer:
-    __slots__ = ("flexible", "out")
-
-    def __init__(self, flexible: bool) -> None:
-        self.out = bytearray()
-        self.flexible = flexible
-
-    def uvarint(self, value: int) -> None:
-        while value >= 0x80:
-            self.out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        self.out.append(value)
-
-    def length(self, value: int | None, legacy: struct.Struct) -> None:
-        if self.flexible:
-            self.uvarint(0 if value is None else value + 1)
-        else:
-            self.out += legacy.pack(-1 if value is None else value)
-
-    def string(self, value: str | None) -> None:
-        data = None if value is None else value.encode()
-        self.length(None if data is None else len(data), _I16)
-        if data is not None:
-            self.out += data
-
-
-class _Reader:
-    __slots__ = ("data", "flexible", "position")
-
-    def __init__(self, data: bytes | memoryview, flexible: bool, position: int = 0) -> None:
-        self.data = data
-        self.flexible = flexible
-        self.position = position
-
-    def take(self, size: int) -> bytes:
-        end = self.position + size
-        if size < 0 or end > len(self.data):
-            raise CorruptRecordError(
-                f"coordinator record truncated: need {size} bytes at {self.position}, "
-                f"have {len(self.data) - self.position}"
-            )
-        chunk = bytes(self.data[self.position : end])
-        self.position = end
-        return chunk
-
-    def unpack(self, spec: struct.Struct) -> int:
-        value: int = spec.unpack(self.take(spec.size))[0]
-        return value
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            byte = self.take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise CorruptRecordError("coordinator record: varint longer than 5 bytes")
-
-    def length(self, legacy: struct.Struct) -> int | None:
-        if self.flexible:
-            raw = self.uvarint()
-            return None if raw == 0 else raw - 1
-        value = self.unpack(legacy)
-        return None if value < 0 else value
-
-    def string(self) -> str | None:
-        size = self.length(_I16)
-        if size is None:
-            return None
-        try:
-            return self.take(size).decode()
-        except UnicodeDecodeError as exc:
-            raise CorruptRecordError(f"coordinator record: invalid UTF-8 string: {exc}") from None
-
-    def required_string(self) -> str:
-        text = self.string()
-        if text is None:
-            raise CorruptRecordError("coordinator record: null where a string is required")
-        return text
-
-    def skip_tagged_fields(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.take(self.uvarint())
-
-
-_FIXED: dict[str, struct.Struct] = {INT8: _I8, INT16: _I16, INT32: _I32, INT64: _I64}
-
-
-def _write_struct(writer: _Writer, value: Any, version: int) -> None:
-    for spec in value.SCHEMA:
-        if not spec.min_version <= version <= spec.max_version:
-            continue
-        item = getattr(value, spec.name)
-        kind = spec.kind
-        if isinstance(kind, type):
-            writer.length(len(item), _I32)
-            for element in item:
-                _write_struct(writer, element, version)
-        elif kind in _FIXED:
-            writer.out += _FIXED[kind].pack(item)
-        elif kind in (STRING, NULLABLE_STRING):
-            writer.string(item)
-        elif kind == BYTES:
-            writer.length(len(item), _I32)
-            writer.out += item
-        elif kind == UUID:
-            writer.out += item.bytes
-        elif kind == STRING_ARRAY:
-            writer.length(len(item), _I32)
-            for text in item:
-                writer.string(text)
-        elif kind == INT32_ARRAY:
-            writer.length(len(item), _I32)
-            for number in item:
-                writer.out += _I32.pack(number)
-    if writer.flexible:
-        writer.uvarint(0)
-
-
-def _read_array(reader: _Reader, read_one: Callable[[], Any]) -> tuple[Any, ...]:
-    count = reader.length(_I32)
-    if count is None:
-        return ()
-    if count > len(reader.data) - reader.position:  # every element takes at least one byte
-        raise CorruptRecordError(f"coordinator record: array of {count} exceeds the record")
-    return tuple(read_one() for _ in range(count))
-
-
-def _read_struct(reader: _Reader, cls: type, version: int) -> Any:
-    values: dict[str, Any] = {}
-    for spec in cls.SCHEMA:  # type: ignore[attr-defined]
-        if not spec.min_version <= version <= spec.max_version:
-            continue
-        kind = spec.kind
-        if isinstance(kind, type):
-            values[spec.name] = _read_array(reader, partial(_read_struct, reader, kind, version))
-        elif kind in _FIXED:
-            values[spec.name] = reader.unpack(_FIXED[kind])
-        elif kind == STRING:
-            values[spec.name] = reader.required_string()
-        elif kind == NULLABLE_STRING:
-            values[spec.name] = reader.string()
-        elif kind == BYTES:
-            size = reader.length(_I32)
-            values[spec.name] = b"" if size is None else reader.take(size)
-        elif kind == UUID:
-            values[spec.name] = uuid.UUID(bytes=reader.take(16))
-        elif kind == STRING_ARRAY:
-            values[spec.name] = _read_array(reader, reader.required_string)
-        elif kind == INT32_ARRAY:
-            values[spec.name] = _read_array(reader, lambda: reader.unpack(_I32))
-    if reader.flexible:
-        reader.skip_tagged_fields()
-    return cls(**values)
-
 
 # ---------------------------------------------------------------- keys
 
@@ -567,9 +401,9 @@ class CoordinatorRecord:
 
 
 def encode_key(key: RecordKey) -> bytes:
-    writer = _Writer(flexible=False)
-    writer.out += _I16.pack(key.VERSION)
-    _write_struct(writer, key, key.VERSION)
+    writer = Writer(flexible=False)
+    writer.out += I16.pack(key.VERSION)
+    write_struct(writer, key, key.VERSION)
     return bytes(writer.out)
 
 
@@ -577,19 +411,19 @@ def encode_value(value: RecordValue, version: int | None = None) -> bytes:
     chosen = value.version() if version is None else version
     if not 0 <= chosen <= value.MAX_VERSION:
         raise ValueError(f"{type(value).__name__} has no version {chosen}")
-    writer = _Writer(flexible=chosen >= value.FLEXIBLE_FROM)
-    writer.out += _I16.pack(chosen)
-    _write_struct(writer, value, chosen)
+    writer = Writer(flexible=chosen >= value.FLEXIBLE_FROM)
+    writer.out += I16.pack(chosen)
+    write_struct(writer, value, chosen)
     return bytes(writer.out)
 
 
 def decode_key(data: bytes | memoryview) -> RecordKey:
-    reader = _Reader(data, flexible=False)
-    version = reader.unpack(_I16)
+    reader = Reader(data, flexible=False)
+    version = reader.unpack(I16)
     cls = _KEY_CLASSES.get(version)
     if cls is None:
         raise CorruptRecordError(f"__consumer_offsets: unknown key version {version}")
-    key: RecordKey = _read_struct(reader, cls, version)
+    key: RecordKey = read_struct(reader, cls, version)
     _expect_end(reader)
     return key
 
@@ -598,12 +432,12 @@ def decode_value(key: RecordKey, data: bytes | memoryview | None) -> RecordValue
     if data is None:
         return None
     cls = _VALUE_CLASSES[type(key)]
-    reader = _Reader(data, flexible=False)
-    version = reader.unpack(_I16)
+    reader = Reader(data, flexible=False)
+    version = reader.unpack(I16)
     if not 0 <= version <= cls.MAX_VERSION:  # type: ignore[attr-defined]
         raise CorruptRecordError(f"{cls.__name__}: unknown version {version}")
     reader.flexible = version >= cls.FLEXIBLE_FROM  # type: ignore[attr-defined]
-    value: RecordValue = _read_struct(reader, cls, version)
+    value: RecordValue = read_struct(reader, cls, version)
     return value
 
 
@@ -612,7 +446,7 @@ def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> 
     return CoordinatorRecord(typed_key, decode_value(typed_key, value))
 
 
-def _expect_end(reader: _Reader) -> None:
+def _expect_end(reader: Reader) -> None:
     if reader.position != len(reader.data):
         raise CorruptRecordError(
             f"__consumer_offsets key has {len(reader.data) - reader.position} trailing bytes"

@@ -151,7 +151,7 @@ def decode_request(
         position = _skip_tagged_fields(frame, position)
     check_request(schema, frame, position)
     try:
-        body, size = _reader(schema)(frame, position)
+        body, _ = _reader(schema)(frame, position)
     except Exception as error:
         raise ProtocolDecodeError(f"malformed {schema.__name__} v{api_version}: {error}") from error
     header = RequestHeader(int(api_key), int(api_version), int(correlation_id), client_id, flexible)

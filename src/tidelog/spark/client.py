@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from tidelog.spark.options import Subscription
 from tidelog.spark.planning import DataLossError, OffsetRange
@@ -108,6 +108,18 @@ class Cluster:
         return result
 
 
+# One consumer per configuration per Python worker, reassigned for each task: Spark reuses
+# workers, and creating plus closing a consumer costs ~0.2 s, a lot for a short range.
+_CONSUMERS: dict[tuple[tuple[str, str], ...], Any] = {}
+
+
+def _task_consumer(kafka_config: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], Any]:
+    config = consumer_config(kafka_config)
+    key = tuple(sorted((k, str(v)) for k, v in config.items()))
+    consumer = _CONSUMERS.pop(key, None)
+    return key, consumer if consumer is not None else Consumer(config)
+
+
 def read_range(
     kafka_config: Mapping[str, str],
     offset_range: OffsetRange,
@@ -124,7 +136,8 @@ def read_range(
     next_offset = offset_range.start_offset
     if next_offset >= end:
         return
-    consumer = Consumer(consumer_config(kafka_config))
+    key, consumer = _task_consumer(kafka_config)
+    healthy = False
     try:
         consumer.assign([TopicPartition(topic, partition, next_offset)])
         deadline = time.monotonic() + poll_timeout_ms / 1000
@@ -133,7 +146,11 @@ def read_range(
             # than the range still holds, or the last call of every range waits it out.
             wanted = min(CONSUME_BATCH, end - next_offset)
             messages = consumer.consume(num_messages=wanted, timeout=0.5)
-            good = [m for m in messages if m.error() is None]
+            errors = any(map(Message.error, messages))
+            good = [m for m in messages if m.error() is None] if errors else messages
+            if good and _stale(good[0], topic, partition, next_offset):
+                # Prefetched for this consumer's previous assignment: not ours.
+                good = [m for m in good if not _stale(m, topic, partition, next_offset)]
             if len(good) != len(messages):
                 next_offset = _handle_errors(
                     consumer, messages, topic, partition, next_offset, fail_on_data_loss
@@ -157,8 +174,21 @@ def read_range(
                     f"{topic}/{partition}: no records for {poll_timeout_ms} ms while reading "
                     f"offset {next_offset} of [{offset_range.start_offset}, {end})"
                 )
+        healthy = True
     finally:
-        consumer.close()
+        if healthy and key not in _CONSUMERS:
+            consumer.unassign()
+            _CONSUMERS[key] = consumer
+        else:
+            consumer.close()
+
+
+def _stale(message: Any, topic: str, partition: int, next_offset: int) -> bool:
+    return bool(
+        message.offset() < next_offset
+        or message.partition() != partition
+        or message.topic() != topic
+    )
 
 
 def _handle_errors(

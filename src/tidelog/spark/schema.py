@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from confluent_kafka import Message
 
 _BASE_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -60,14 +61,16 @@ def messages_to_batch(
 ) -> pa.RecordBatch:
     """Build one Arrow batch from confluent_kafka Message objects of one partition.
 
-    One list comprehension per column (much cheaper per record than a loop of appends), then
+    One C-level map per column (much cheaper per record than a loop of appends), then
     the arithmetic (ms -> us, librdkafka's timestamp kinds -> Spark's) on whole Arrow arrays:
     the per-record Python work is what bounds the source's rows/s."""
     count = len(messages)
-    keys = pa.array([m.key() for m in messages], pa.binary())
-    values = pa.array([m.value() for m in messages], pa.binary())
-    offsets = pa.array([m.offset() for m in messages], pa.int64())
-    kinds, stamps_ms = zip(*[m.timestamp() for m in messages], strict=True) if count else ((), ())
+    # map() over the C method descriptors runs the loop in C: no Python frame per record.
+    keys = pa.array(list(map(Message.key, messages)), pa.binary())
+    values = pa.array(list(map(Message.value, messages)), pa.binary())
+    offsets = pa.array(list(map(Message.offset, messages)), pa.int64())
+    pairs = list(map(Message.timestamp, messages))
+    kinds, stamps_ms = zip(*pairs, strict=True) if count else ((), ())
     stamps = pc.multiply(pa.array(stamps_ms, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
     # librdkafka: 0 none, 1 create, 2 log append; Spark: -1, 0, 1.
     timestamp_types = pc.subtract(pa.array(kinds, pa.int32()), pa.scalar(1, pa.int32()))
@@ -81,7 +84,7 @@ def messages_to_batch(
         timestamp_types,
     ]
     if include_headers:
-        headers = [m.headers() for m in messages]
+        headers = list(map(Message.headers, messages))
         columns.append(pa.array(
             [[{"key": k, "value": v} for k, v in pairs] if pairs else None for pairs in headers],
             HEADER_TYPE,

@@ -128,9 +128,6 @@ class _MappedIndex:
             os.close(self._fd)
             self._fd = -1
 
-    def delete(self) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)
 
 
 def _strictly_increasing(values: array[int]) -> bool:

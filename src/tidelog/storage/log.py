@@ -194,6 +194,10 @@ class PartitionLog:
             self._segments.append(new)
             self._bases.append(new.base_offset)
         self._write_producer_snapshot()
+        if self.flush_requester is not None:
+            # As Kafka does on roll: fsync the sealed segment in the background, so the
+            # recovery point (and the rescan after a crash) stays within the active segment.
+            self.flush_requester(self)
         return new
 
     def _new_segment(self, base_offset: int) -> LogSegment:

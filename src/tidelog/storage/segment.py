@@ -27,7 +27,6 @@ from typing import NamedTuple
 
 import crc32c as _crc32c
 
-from tidelog.errors import CorruptRecordError
 from tidelog.records.batch import CRC_START, HEADER_SIZE, MAGIC_V2, RecordBatch
 from tidelog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 
@@ -269,16 +268,18 @@ class LogSegment:
         if self.last_batch_offset >= 0 and self.max_timestamp > self.time_index.last_timestamp:
             self.time_index.append(self.max_timestamp, self.last_batch_offset - self.base_offset)
 
+    def flush(self) -> None:
+        """Fsync the log and msync the indexes (the log cleaner's swap; the group-commit
+        thread syncs dup'd fds instead)."""
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
     def seal(self) -> None:
         self.append_final_time_entry()
         self.offset_index.trim()
         self.time_index.trim()
         self.transition(SegmentState.SEALED)
-
-    def flush(self) -> None:
-        os.fsync(self.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
 
     # --- reading ---------------------------------------------------------------------------
     def read_header(self, position: int) -> BatchHeader | None:
@@ -434,9 +435,3 @@ class LogSegment:
         fd, self.fd = self.fd, -1
         return fd
 
-
-def verify_batch(buffer: memoryview) -> None:
-    """Header, magic and CRC of one stored batch (tests, tools); raises CorruptRecordError."""
-    batch = RecordBatch(buffer)
-    if not batch.is_valid():
-        raise CorruptRecordError(f"batch at offset {batch.base_offset} fails its CRC")

@@ -2,7 +2,8 @@
 OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat,
 ConsumerGroupDescribe.
 
-Each handler only translates: kio request (any version) -> coordinator message -> `GroupService`
+The admin APIs are in `group_admin.py` (merged into HANDLERS below). Each handler only
+translates: kio request (any version) -> coordinator message -> `GroupService`
 -> coordinator response -> kio response of the same version. The rules live in
 `tidelog.coordinator`; this node is the coordinator of every group (single node).
 """
@@ -10,25 +11,23 @@ Each handler only translates: kio request (any version) -> coordinator message -
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker import clock, responses
 from tidelog.broker.group_service import service
-from tidelog.coordinator.coordinator import GroupCoordinatorShard
+from tidelog.broker.handlers import group_admin
+from tidelog.broker.handlers.groups_common import classes, response
 from tidelog.coordinator.messages import (
     CommitPartition,
     ConsumerGroupHeartbeatRequest,
-    DescribedGroup,
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
     LeaveMember,
     OffsetCommitRequest,
     OffsetFetchRequest,
-    Result,
     SyncGroupRequest,
 )
 from tidelog.coordinator.records import TopicPartitions
@@ -39,9 +38,7 @@ if TYPE_CHECKING:
     from tidelog.broker.state import Broker
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
-LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 13, 14, 15, 16, 42
-OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 47, 68, 69
-NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested", as Kafka answers
+LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT = 13, 14, 68
 
 
 def _ms(value: Any) -> int:
@@ -50,14 +47,6 @@ def _ms(value: Any) -> int:
 
 def _host(context: RequestContext) -> str:
     return f"/{context.client_host}"
-
-
-def _classes(api_key: int, version: int) -> Any:
-    return responses.response_module(api_key, version)
-
-
-def _response(api_key: int, version: int, **fields: Any) -> Any:
-    return responses.build(responses.response_class(api_key, version), throttle_time=0, **fields)
 
 
 async def handle_find_coordinator(broker: Broker, context: RequestContext, request: Any) -> Any:
@@ -70,13 +59,13 @@ async def handle_find_coordinator(broker: Broker, context: RequestContext, reque
         "port": config.advertised_port,
     }
     if version < 4:
-        return _response(FIND_COORDINATOR, version, error_code=ErrorCode.NONE, **where)
-    module = _classes(FIND_COORDINATOR, version)
+        return response(FIND_COORDINATOR, version, error_code=ErrorCode.NONE, **where)
+    module = classes(FIND_COORDINATOR, version)
     coordinators = tuple(
         responses.build(module.Coordinator, key=key, error_code=ErrorCode.NONE, **where)
         for key in request.coordinator_keys
     )
-    return _response(FIND_COORDINATOR, version, coordinators=coordinators)
+    return response(FIND_COORDINATOR, version, coordinators=coordinators)
 
 
 async def handle_join_group(broker: Broker, context: RequestContext, request: Any) -> Any:
@@ -103,7 +92,7 @@ async def handle_join_group(broker: Broker, context: RequestContext, request: An
         message.group_id,
         lambda shard, waiter: shard.join_group(replace(message, waiter_id=waiter), clock.now_ms()),
     )
-    module = _classes(JOIN_GROUP, version)
+    module = classes(JOIN_GROUP, version)
     members = tuple(
         responses.build(
             module.JoinGroupResponseMember,
@@ -113,7 +102,7 @@ async def handle_join_group(broker: Broker, context: RequestContext, request: An
         )
         for m in answer.members
     )
-    return _response(
+    return response(
         JOIN_GROUP,
         version,
         error_code=answer.error,
@@ -121,7 +110,7 @@ async def handle_join_group(broker: Broker, context: RequestContext, request: An
         protocol_type=answer.protocol_type,
         protocol_name=answer.protocol_name if version >= 7 else (answer.protocol_name or ""),
         leader=answer.leader,
-        skip_assignment=False,
+        skip_assignment=answer.skip_assignment and version >= 9,
         member_id=answer.member_id,
         members=members,
     )
@@ -143,7 +132,7 @@ async def handle_sync_group(broker: Broker, context: RequestContext, request: An
         message.group_id,
         lambda shard, waiter: shard.sync_group(replace(message, waiter_id=waiter), clock.now_ms()),
     )
-    return _response(
+    return response(
         SYNC_GROUP,
         version,
         error_code=answer.error,
@@ -163,7 +152,7 @@ async def handle_heartbeat(broker: Broker, context: RequestContext, request: Any
     error = await service(broker).run(
         message.group_id, lambda shard, _: shard.heartbeat(message, clock.now_ms())
     )
-    return _response(HEARTBEAT, context.header.api_version, error_code=error)
+    return response(HEARTBEAT, context.header.api_version, error_code=error)
 
 
 async def handle_leave_group(broker: Broker, context: RequestContext, request: Any) -> Any:
@@ -180,8 +169,8 @@ async def handle_leave_group(broker: Broker, context: RequestContext, request: A
         error = answer.error
         if error is ErrorCode.NONE and answer.members:
             error = answer.members[0][1]
-        return _response(LEAVE_GROUP, version, error_code=error)
-    module = _classes(LEAVE_GROUP, version)
+        return response(LEAVE_GROUP, version, error_code=error)
+    module = classes(LEAVE_GROUP, version)
     members = tuple(
         responses.build(
             module.MemberResponse,
@@ -191,7 +180,7 @@ async def handle_leave_group(broker: Broker, context: RequestContext, request: A
         )
         for member, error in answer.members
     )
-    return _response(LEAVE_GROUP, version, error_code=answer.error, members=members)
+    return response(LEAVE_GROUP, version, error_code=answer.error, members=members)
 
 
 async def handle_offset_commit(broker: Broker, context: RequestContext, request: Any) -> Any:
@@ -219,7 +208,7 @@ async def handle_offset_commit(broker: Broker, context: RequestContext, request:
     answer = await service(broker).run(
         message.group_id, lambda shard, _: shard.offset_commit(message, clock.now_ms())
     )
-    module = _classes(OFFSET_COMMIT, version)
+    module = classes(OFFSET_COMMIT, version)
     by_topic: dict[str, list[Any]] = {}
     for topic, partition, error in answer.partitions:
         by_topic.setdefault(topic, []).append(
@@ -231,7 +220,7 @@ async def handle_offset_commit(broker: Broker, context: RequestContext, request:
         responses.build(module.OffsetCommitResponseTopic, name=name, partitions=tuple(items))
         for name, items in by_topic.items()
     )
-    return _response(OFFSET_COMMIT, version, topics=topics)
+    return response(OFFSET_COMMIT, version, topics=topics)
 
 
 def _fetch_offsets(broker: Broker, group_id: str, topics: Any, member: tuple[Any, int]) -> Any:
@@ -244,13 +233,13 @@ def _fetch_offsets(broker: Broker, group_id: str, topics: Any, member: tuple[Any
 
 async def handle_offset_fetch(broker: Broker, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = _classes(OFFSET_FETCH, version)
+    module = classes(OFFSET_FETCH, version)
     if version < 8:
         answer = _fetch_offsets(broker, request.group_id, request.topics, (None, -1))
         topics = _fetched_topics(
             module, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", answer
         )
-        return _response(OFFSET_FETCH, version, topics=topics, error_code=answer.error)
+        return response(OFFSET_FETCH, version, topics=topics, error_code=answer.error)
     groups = []
     for group in request.groups:
         member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
@@ -266,7 +255,7 @@ async def handle_offset_fetch(broker: Broker, context: RequestContext, request: 
                 error_code=answer.error,
             )
         )
-    return _response(OFFSET_FETCH, version, groups=tuple(groups))
+    return response(OFFSET_FETCH, version, groups=tuple(groups))
 
 
 def _fetched_topics(module: Any, topic_class: str, partition_class: str, answer: Any) -> Any:
@@ -286,100 +275,6 @@ def _fetched_topics(module: Any, topic_class: str, partition_class: str, answer:
         responses.build(getattr(module, topic_class), name=name, partitions=tuple(items))
         for name, items in by_topic.items()
     )
-
-
-async def handle_list_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
-    version = context.header.api_version
-    module = _classes(LIST_GROUPS, version)
-    states = getattr(request, "states_filter", ()) or ()
-    listed = []
-    for shard in service(broker).shards.values():
-        for group in shard.list_groups(states):
-            listed.append(
-                responses.build(
-                    module.ListedGroup,
-                    group_id=group.group_id,
-                    protocol_type=group.protocol_type,
-                    group_state=group.state,
-                    group_type=group.group_type,
-                )
-            )
-    return _response(LIST_GROUPS, version, error_code=ErrorCode.NONE, groups=tuple(listed))
-
-
-async def handle_describe_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
-    version = context.header.api_version
-    module = _classes(DESCRIBE_GROUPS, version)
-    groups_service = service(broker)
-    described = []
-    for group_id in request.groups:
-        group = groups_service.shard_of(group_id).describe_group(group_id)
-        members = tuple(
-            responses.build(
-                module.DescribedGroupMember,
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                member_metadata=m.metadata,
-                member_assignment=m.assignment,
-            )
-            for m in group.members
-        )
-        described.append(
-            responses.build(
-                module.DescribedGroup,
-                error_code=group.error,
-                group_id=group_id,
-                group_state=group.state,
-                protocol_type=group.protocol_type,
-                protocol_data=group.protocol_data,
-                members=members,
-                authorized_operations=NO_AUTHORIZED_OPERATIONS,
-            )
-        )
-    return _response(DESCRIBE_GROUPS, version, groups=tuple(described))
-
-
-async def handle_delete_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
-    version = context.header.api_version
-    module = _classes(DELETE_GROUPS, version)
-    groups_service = service(broker)
-    results = []
-    for group_id in request.groups_names:
-        outcome = await groups_service.run(group_id, _delete_one(group_id))
-        for deleted_id, error in outcome:
-            results.append(
-                responses.build(module.DeletableGroupResult, group_id=deleted_id, error_code=error)
-            )
-    return _response(DELETE_GROUPS, version, results=tuple(results))
-
-
-def _delete_one(
-    group_id: str,
-) -> Callable[[GroupCoordinatorShard, int], Result[list[tuple[str, ErrorCode]]]]:
-    return lambda shard, _: shard.delete_groups([group_id])
-
-
-async def handle_offset_delete(broker: Broker, context: RequestContext, request: Any) -> Any:
-    version = context.header.api_version
-    module = _classes(OFFSET_DELETE, version)
-    partitions = tuple((t.name, p.partition_index) for t in request.topics for p in t.partitions)
-    answer = await service(broker).run(
-        request.group_id, lambda shard, _: shard.offset_delete(request.group_id, partitions)
-    )
-    by_topic: dict[str, list[Any]] = {}
-    for topic, partition, error in answer.partitions:
-        by_topic.setdefault(topic, []).append(
-            responses.build(
-                module.OffsetDeleteResponsePartition, partition_index=partition, error_code=error
-            )
-        )
-    topics = tuple(
-        responses.build(module.OffsetDeleteResponseTopic, name=name, partitions=tuple(items))
-        for name, items in by_topic.items()
-    )
-    return _response(OFFSET_DELETE, version, error_code=answer.error, topics=topics)
 
 
 async def handle_consumer_group_heartbeat(
@@ -417,7 +312,7 @@ async def handle_consumer_group_heartbeat(
             message, groups_service.topics_image(), clock.now_ms()
         ),
     )
-    module = _classes(CONSUMER_GROUP_HEARTBEAT, version)
+    module = classes(CONSUMER_GROUP_HEARTBEAT, version)
     assignment = None
     if answer.assignment is not None:
         assignment = responses.build(
@@ -429,7 +324,7 @@ async def handle_consumer_group_heartbeat(
                 for t in answer.assignment
             ),
         )
-    return _response(
+    return response(
         CONSUMER_GROUP_HEARTBEAT,
         version,
         error_code=answer.error,
@@ -441,68 +336,6 @@ async def handle_consumer_group_heartbeat(
     )
 
 
-async def handle_consumer_group_describe(
-    broker: Broker, context: RequestContext, request: Any
-) -> Any:
-    version = context.header.api_version
-    module = _classes(CONSUMER_GROUP_DESCRIBE, version)
-    groups_service = service(broker)
-    names = {topic_id: name for name, (topic_id, _) in groups_service.topics_image().items()}
-    described = [
-        _described_consumer_group(
-            module, groups_service.shard_of(g).describe_consumer_group(g), names
-        )
-        for g in request.group_ids
-    ]
-    return _response(CONSUMER_GROUP_DESCRIBE, version, groups=tuple(described))
-
-
-def _described_consumer_group(
-    module: Any, group: DescribedGroup, names: dict[uuid.UUID, str]
-) -> Any:
-    def assignment(items: tuple[TopicPartitions, ...]) -> Any:
-        return responses.build(
-            module.Assignment,
-            topic_partitions=tuple(
-                responses.build(
-                    module.TopicPartitions,
-                    topic_id=t.topic_id,
-                    topic_name=names.get(t.topic_id, ""),
-                    partitions=t.partitions,
-                )
-                for t in items
-            ),
-        )
-
-    members = tuple(
-        responses.build(
-            module.Member,
-            member_id=m.member_id,
-            instance_id=m.group_instance_id,
-            member_epoch=m.member_epoch,
-            client_id=m.client_id,
-            client_host=m.client_host,
-            subscribed_topic_names=m.subscribed_topic_names,
-            assignment=assignment(m.assigned),
-            target_assignment=assignment(m.target),
-            member_type=1,  # consumer protocol
-        )
-        for m in group.members
-    )
-    return responses.build(
-        module.DescribedGroup,
-        error_code=group.error,
-        error_message=None,
-        group_id=group.group_id,
-        group_state=group.state,
-        group_epoch=group.group_epoch,
-        assignment_epoch=group.assignment_epoch,
-        assignor_name=group.assignor_name,
-        members=members,
-        authorized_operations=NO_AUTHORIZED_OPERATIONS,
-    )
-
-
 HANDLERS = {
     FIND_COORDINATOR: handle_find_coordinator,
     JOIN_GROUP: handle_join_group,
@@ -511,10 +344,6 @@ HANDLERS = {
     LEAVE_GROUP: handle_leave_group,
     OFFSET_COMMIT: handle_offset_commit,
     OFFSET_FETCH: handle_offset_fetch,
-    LIST_GROUPS: handle_list_groups,
-    DESCRIBE_GROUPS: handle_describe_groups,
-    DELETE_GROUPS: handle_delete_groups,
-    OFFSET_DELETE: handle_offset_delete,
     CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
-    CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
+    **group_admin.HANDLERS,
 }

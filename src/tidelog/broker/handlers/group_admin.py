@@ -1,0 +1,194 @@
+"""Group admin APIs: ListGroups, DescribeGroups, DeleteGroups, OffsetDelete,
+ConsumerGroupDescribe. Translation only, like `handlers/groups.py` (which merges this table).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker import responses
+from tidelog.broker.group_service import service
+from tidelog.broker.handlers.groups_common import NO_AUTHORIZED_OPERATIONS, classes, response
+from tidelog.coordinator.coordinator import GroupCoordinatorShard
+from tidelog.coordinator.messages import DescribedGroup, Result
+from tidelog.coordinator.records import TopicPartitions
+from tidelog.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from tidelog.broker.router import RequestContext
+    from tidelog.broker.state import Broker
+
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = (
+    15,
+    16,
+    42,
+    47,
+    69,
+)
+
+
+async def handle_list_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    module = classes(LIST_GROUPS, version)
+    states = getattr(request, "states_filter", ()) or ()
+    listed = []
+    for shard in service(broker).shards.values():
+        for group in shard.list_groups(states):
+            listed.append(
+                responses.build(
+                    module.ListedGroup,
+                    group_id=group.group_id,
+                    protocol_type=group.protocol_type,
+                    group_state=group.state,
+                    group_type=group.group_type,
+                )
+            )
+    return response(LIST_GROUPS, version, error_code=ErrorCode.NONE, groups=tuple(listed))
+
+
+async def handle_describe_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    module = classes(DESCRIBE_GROUPS, version)
+    groups_service = service(broker)
+    described = []
+    for group_id in request.groups:
+        group = groups_service.shard_of(group_id).describe_group(group_id)
+        members = tuple(
+            responses.build(
+                module.DescribedGroupMember,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata,
+                member_assignment=m.assignment,
+            )
+            for m in group.members
+        )
+        described.append(
+            responses.build(
+                module.DescribedGroup,
+                error_code=group.error,
+                group_id=group_id,
+                group_state=group.state,
+                protocol_type=group.protocol_type,
+                protocol_data=group.protocol_data,
+                members=members,
+                authorized_operations=NO_AUTHORIZED_OPERATIONS,
+            )
+        )
+    return response(DESCRIBE_GROUPS, version, groups=tuple(described))
+
+
+async def handle_delete_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    module = classes(DELETE_GROUPS, version)
+    groups_service = service(broker)
+    results = []
+    for group_id in request.groups_names:
+        outcome = await groups_service.run(group_id, _delete_one(group_id))
+        for deleted_id, error in outcome:
+            results.append(
+                responses.build(module.DeletableGroupResult, group_id=deleted_id, error_code=error)
+            )
+    return response(DELETE_GROUPS, version, results=tuple(results))
+
+
+def _delete_one(
+    group_id: str,
+) -> Callable[[GroupCoordinatorShard, int], Result[list[tuple[str, ErrorCode]]]]:
+    return lambda shard, _: shard.delete_groups([group_id])
+
+
+async def handle_offset_delete(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    module = classes(OFFSET_DELETE, version)
+    partitions = tuple((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    answer = await service(broker).run(
+        request.group_id, lambda shard, _: shard.offset_delete(request.group_id, partitions)
+    )
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition, error in answer.partitions:
+        by_topic.setdefault(topic, []).append(
+            responses.build(
+                module.OffsetDeleteResponsePartition, partition_index=partition, error_code=error
+            )
+        )
+    topics = tuple(
+        responses.build(module.OffsetDeleteResponseTopic, name=name, partitions=tuple(items))
+        for name, items in by_topic.items()
+    )
+    return response(OFFSET_DELETE, version, error_code=answer.error, topics=topics)
+
+
+async def handle_consumer_group_describe(
+    broker: Broker, context: RequestContext, request: Any
+) -> Any:
+    version = context.header.api_version
+    module = classes(CONSUMER_GROUP_DESCRIBE, version)
+    groups_service = service(broker)
+    names = {topic_id: name for name, (topic_id, _) in groups_service.topics_image().items()}
+    described = [
+        _described_consumer_group(
+            module, groups_service.shard_of(g).describe_consumer_group(g), names
+        )
+        for g in request.group_ids
+    ]
+    return response(CONSUMER_GROUP_DESCRIBE, version, groups=tuple(described))
+
+
+def _described_consumer_group(
+    module: Any, group: DescribedGroup, names: dict[uuid.UUID, str]
+) -> Any:
+    def assignment(items: tuple[TopicPartitions, ...]) -> Any:
+        return responses.build(
+            module.Assignment,
+            topic_partitions=tuple(
+                responses.build(
+                    module.TopicPartitions,
+                    topic_id=t.topic_id,
+                    topic_name=names.get(t.topic_id, ""),
+                    partitions=t.partitions,
+                )
+                for t in items
+            ),
+        )
+
+    members = tuple(
+        responses.build(
+            module.Member,
+            member_id=m.member_id,
+            instance_id=m.group_instance_id,
+            member_epoch=m.member_epoch,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            subscribed_topic_names=m.subscribed_topic_names,
+            assignment=assignment(m.assigned),
+            target_assignment=assignment(m.target),
+            member_type=1,  # consumer protocol
+        )
+        for m in group.members
+    )
+    return responses.build(
+        module.DescribedGroup,
+        error_code=group.error,
+        error_message=None,
+        group_id=group.group_id,
+        group_state=group.state,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        assignor_name=group.assignor_name,
+        members=members,
+        authorized_operations=NO_AUTHORIZED_OPERATIONS,
+    )
+
+
+HANDLERS = {
+    LIST_GROUPS: handle_list_groups,
+    DESCRIBE_GROUPS: handle_describe_groups,
+    DELETE_GROUPS: handle_delete_groups,
+    OFFSET_DELETE: handle_offset_delete,
+    CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
+}

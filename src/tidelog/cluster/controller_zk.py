@@ -1,0 +1,439 @@
+"""One broker's membership in a ZooKeeper cluster, and the controller role it may win.
+
+Blocking (kazoo, synchronous); run on a thread of its own, never on the event loop.
+
+Event flow: kazoo calls our watchers on its own thread; they only mark an event pending in
+`_Inbox` (a set, so it is bounded and repeated triggers coalesce: every event means "re-read
+that part of ZooKeeper"). `process_events()` runs the handlers on the caller's thread, which
+makes every step testable without timing games.
+
+Controller duties (Kafka's KafkaController in ZooKeeper mode):
+- election: `/controller` (ephemeral) created and `/controller_epoch` bumped in one multi-op;
+- failover: load brokers, topics and partition states; elect leaders for partitions whose
+  leader is gone; create states of topics that only have an assignment;
+- broker change: reconcile every partition with the live set (placement.reconcile_partition);
+- ISR change notifications: refresh the cached states; topic deletions: delete the znodes.
+Every controller write is fenced by `/controller_epoch`'s version (zk_store.ControllerFence).
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import threading
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+from kazoo.protocol.states import KazooState, WatchedEvent
+
+from tidelog.cluster import placement
+from tidelog.cluster.zk_layout import BrokerRegistration, TopicAssignment, new_topic_id
+from tidelog.cluster.zk_store import (
+    ControllerFence,
+    ControllerMovedError,
+    LiveBroker,
+    VersionedState,
+    ZkStore,
+)
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.types import TopicPartition
+
+MAX_WRITE_ATTEMPTS = 5
+"""Re-read-and-retry bound when a leader's ISR write races the controller's."""
+
+
+class ControllerEvent(enum.Enum):
+    """What changed in ZooKeeper; handled in this (declaration) order."""
+
+    SESSION_LOST = "our session expired: ephemerals are gone, register again"
+    CONTROLLER_CHANGE = "/controller was created or deleted"
+    BROKER_CHANGE = "children of /brokers/ids changed"
+    TOPIC_CHANGE = "children of /brokers/topics changed"
+    ISR_CHANGE = "a leader wrote an ISR change notification"
+    TOPIC_DELETION = "a topic deletion was requested"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChange:
+    """A partition state this controller wrote (what brokers must act on)."""
+
+    tp: TopicPartition
+    state: VersionedState
+
+
+class _Inbox:
+    """Pending events, coalesced. Filled by kazoo's thread, drained by process_events()."""
+
+    def __init__(self) -> None:
+        self._pending: set[ControllerEvent] = set()
+        self._ready = threading.Condition()
+
+    def put(self, event: ControllerEvent) -> None:
+        with self._ready:
+            self._pending.add(event)
+            self._ready.notify_all()
+
+    def take_all(self) -> list[ControllerEvent]:
+        with self._ready:
+            events = [e for e in ControllerEvent if e in self._pending]
+            self._pending.clear()
+            return events
+
+    def wait(self, timeout_s: float) -> bool:
+        with self._ready:
+            return self._ready.wait_for(lambda: bool(self._pending), timeout_s)
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ClusterMember:
+    """A broker's registration plus controller candidacy over one started KazooClient.
+
+    The caller owns the client (starts and stops it) and calls `process_events()` whenever
+    `wait_for_events()` says something changed.
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        registration: BrokerRegistration,
+        *,
+        unclean_leader_election_enable: bool = False,
+        rng: random.Random | None = None,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        self.broker_id = registration.broker_id
+        self.store = ZkStore(client)
+        self._registration = registration
+        self._unclean = unclean_leader_election_enable
+        self._rng = rng or random.Random()
+        self._clock_ms = clock_ms
+        self._inbox = _Inbox()
+        self._fence: ControllerFence | None = None
+        self._broker_epoch: int | None = None
+        self._live: dict[int, LiveBroker] = {}
+        self._assignments: dict[str, TopicAssignment] = {}
+        self._states: dict[TopicPartition, VersionedState] = {}
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Register this broker, watch ZooKeeper, and stand for controller."""
+        self.store.ensure_paths()
+        self._broker_epoch = self.store.register_broker(self._registration)
+        client = self.store.client
+        client.add_listener(self._on_session_state)
+        client.DataWatch("/controller", self._on_controller_znode)
+        for path, event in (
+            ("/brokers/ids", ControllerEvent.BROKER_CHANGE),
+            ("/brokers/topics", ControllerEvent.TOPIC_CHANGE),
+            ("/isr_change_notification", ControllerEvent.ISR_CHANGE),
+            ("/admin/delete_topics", ControllerEvent.TOPIC_DELETION),
+        ):
+            client.ChildrenWatch(path, self._children_watcher(event), send_event=True)
+        self._elect()
+
+    def _on_session_state(self, state: KazooState) -> None:
+        if state == KazooState.LOST:
+            self._inbox.put(ControllerEvent.SESSION_LOST)
+
+    def _on_controller_znode(
+        self, data: bytes | None, stat: object, event: WatchedEvent | None = None
+    ) -> None:
+        self._inbox.put(ControllerEvent.CONTROLLER_CHANGE)
+
+    def _children_watcher(
+        self, event: ControllerEvent
+    ) -> Callable[[list[str], WatchedEvent | None], None]:
+        def watcher(children: list[str], watched: WatchedEvent | None) -> None:
+            self._inbox.put(event)
+
+        return watcher
+
+    # ------------------------------------------------------------ queries
+
+    @property
+    def broker_epoch(self) -> int | None:
+        """The czxid of our `/brokers/ids/<id>` znode (new after each session loss)."""
+        return self._broker_epoch
+
+    @property
+    def is_controller(self) -> bool:
+        return self._fence is not None
+
+    @property
+    def controller_epoch(self) -> int | None:
+        return self._fence.epoch if self._fence is not None else None
+
+    @property
+    def fence(self) -> ControllerFence | None:
+        return self._fence
+
+    def cached_state(self, tp: TopicPartition) -> VersionedState | None:
+        """The controller's view of a partition (None when not controller or unknown)."""
+        return self._states.get(tp)
+
+    def live_broker_ids(self) -> frozenset[int]:
+        return frozenset(self._live)
+
+    # ------------------------------------------------------------ events
+
+    def wait_for_events(self, timeout_s: float) -> bool:
+        """Block until an event is pending or `timeout_s` passes; True if one is pending."""
+        return self._inbox.wait(timeout_s)
+
+    def process_events(self) -> list[PartitionChange]:
+        """Handle every pending event; returns the partition states written meanwhile.
+
+        A ZooKeeper connection problem puts the event back for the next call.
+        """
+        changes: list[PartitionChange] = []
+        for event in self._inbox.take_all():
+            try:
+                changes.extend(self._handle(event))
+            except (ConnectionLoss, SessionExpiredError):
+                self._inbox.put(event)
+            except ControllerMovedError:
+                self._resign()
+        return changes
+
+    def _handle(self, event: ControllerEvent) -> list[PartitionChange]:
+        if event is ControllerEvent.SESSION_LOST:
+            self._resign()
+            self._broker_epoch = self.store.register_broker(self._registration)
+            return self._elect()
+        if event is ControllerEvent.CONTROLLER_CHANGE:
+            if self._fence is not None and self.store.controller_id() != self.broker_id:
+                self._resign()
+            return self._elect()
+        if self._fence is None:
+            return []  # the other events are the controller's business
+        if event is ControllerEvent.BROKER_CHANGE:
+            return self._on_broker_change()
+        if event is ControllerEvent.TOPIC_CHANGE:
+            return self._on_topic_change()
+        if event is ControllerEvent.ISR_CHANGE:
+            self._on_isr_change()
+            return []
+        self._on_topic_deletion()
+        return []
+
+    # ------------------------------------------------------------ election and failover
+
+    def _elect(self) -> list[PartitionChange]:
+        if self._fence is not None or self.store.controller_id() is not None:
+            return []
+        try:
+            self._fence = self.store.register_controller(self.broker_id, self._clock_ms())
+        except ControllerMovedError:
+            return []
+        return self._on_failover()
+
+    def _resign(self) -> None:
+        self._fence = None
+        self._live.clear()
+        self._assignments.clear()
+        self._states.clear()
+
+    def _on_failover(self) -> list[PartitionChange]:
+        """Kafka's onControllerFailover: load the cluster, then repair what the previous
+        controller could not (leaders on dead brokers, topics without states)."""
+        self._live = self.store.live_brokers()
+        self._assignments.clear()
+        self._states.clear()
+        changes = self._on_topic_change()
+        self._on_isr_change()
+        self._on_topic_deletion()
+        return changes + self._reconcile(self._states.keys())
+
+    def _on_broker_change(self) -> list[PartitionChange]:
+        before = self._live
+        self._live = self.store.live_brokers()
+        # A broker that came back with a new epoch has lost its in-memory state: treat it
+        # as dead first so leadership moves away, then as live (Kafka's KIP-380 bounce).
+        bounced = {
+            b
+            for b, live in self._live.items()
+            if b in before and before[b].broker_epoch != live.broker_epoch
+        }
+        changes = self._reconcile(self._states.keys(), exclude=bounced) if bounced else []
+        return changes + self._reconcile(self._states.keys())
+
+    def _reconcile(
+        self, partitions: Collection[TopicPartition], exclude: Collection[int] = ()
+    ) -> list[PartitionChange]:
+        live = set(self._live) - set(exclude)
+        changes = []
+        for tp in sorted(partitions):
+            change = self._write_with_retry(
+                tp,
+                lambda current, tp=tp: placement.reconcile_partition(
+                    current.state,
+                    self._replicas(tp),
+                    live,
+                    controller_epoch=self._epoch(),
+                    unclean_leader_election_enable=self._unclean,
+                ),
+            )
+            if change is not None:
+                changes.append(change)
+        return changes
+
+    def _write_with_retry(
+        self,
+        tp: TopicPartition,
+        decide: Callable[[VersionedState], placement.PartitionState | None],
+    ) -> PartitionChange | None:
+        """Decide on the cached state and write conditionally; on a version conflict (a
+        leader changed the ISR meanwhile) re-read and decide again."""
+        fence = self._require_fence()
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            current = self._states.get(tp) or self.store.partition_state(tp)
+            if current is None:
+                return None
+            new_state = decide(current)
+            if new_state is None:
+                return None
+            try:
+                version = self.store.write_partition_state(
+                    fence, tp, new_state, current.zk_version
+                )
+            except ControllerMovedError:
+                self._resign()
+                raise
+            if version is not None:
+                written = VersionedState(new_state, version)
+                self._states[tp] = written
+                return PartitionChange(tp, written)
+            fresh = self.store.partition_state(tp)
+            if fresh is None:
+                self._states.pop(tp, None)
+                return None
+            self._states[tp] = fresh
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{tp}: state kept changing")
+
+    # ------------------------------------------------------------ topics
+
+    def create_topic(
+        self,
+        topic: str,
+        partition_count: int,
+        replication_factor: int,
+        *,
+        topic_id: str | None = None,
+    ) -> TopicAssignment:
+        """Place replicas over the live brokers and create the topic (controller only)."""
+        fence = self._require_fence()
+        live = self.store.live_brokers()
+        self._live = live
+        n = len(live)
+        assignment = TopicAssignment(
+            topic,
+            topic_id or new_topic_id(),
+            placement.assign_replicas(
+                live,
+                partition_count,
+                replication_factor,
+                start_index=self._rng.randrange(n) if n else 0,
+                replica_shift=self._rng.randrange(n) if n else 0,
+            ),
+        )
+        states = {
+            p: placement.initial_state(replicas, live, controller_epoch=fence.epoch)
+            for p, replicas in assignment.partitions.items()
+        }
+        try:
+            written = self.store.create_topic(fence, assignment, states)
+        except ControllerMovedError:
+            self._resign()
+            raise
+        self._assignments[topic] = assignment
+        for p, state in written.items():
+            self._states[TopicPartition(topic, p)] = state
+        return assignment
+
+    def _on_topic_change(self) -> list[PartitionChange]:
+        """Load new topics; create partition states for those an admin only assigned."""
+        fence = self._require_fence()
+        changes = []
+        topics = set(self.store.topics())
+        for gone in set(self._assignments) - topics:
+            self._forget_topic(gone)
+        for topic in sorted(topics - set(self._assignments)):
+            assignment = self.store.topic_assignment(topic)
+            if assignment is None:
+                continue
+            self._assignments[topic] = assignment
+            missing = {}
+            for p, replicas in assignment.partitions.items():
+                tp = TopicPartition(topic, p)
+                current = self.store.partition_state(tp)
+                if current is not None:
+                    self._states[tp] = current
+                elif set(replicas) & set(self._live):
+                    missing[p] = placement.initial_state(
+                        replicas, self._live, controller_epoch=fence.epoch
+                    )
+            if missing:
+                written = self.store.create_partition_states(fence, topic, missing)
+                for p, state in written.items():
+                    self._states[TopicPartition(topic, p)] = state
+                    changes.append(PartitionChange(TopicPartition(topic, p), state))
+        return changes
+
+    def _on_isr_change(self) -> None:
+        for name in self.store.isr_change_notifications():
+            for tp in self.store.take_isr_change(name):
+                fresh = self.store.partition_state(tp)
+                if fresh is not None and tp.topic in self._assignments:
+                    self._states[tp] = fresh
+
+    def _on_topic_deletion(self) -> None:
+        fence = self._require_fence()
+        for topic in self.store.topics_to_delete():
+            self.store.delete_topic(fence, topic)
+            self._forget_topic(topic)
+
+    def _forget_topic(self, topic: str) -> None:
+        self._assignments.pop(topic, None)
+        for tp in [tp for tp in self._states if tp.topic == topic]:
+            del self._states[tp]
+
+    # ------------------------------------------------------------ leadership
+
+    def elect_preferred_leaders(
+        self, partitions: Collection[TopicPartition] | None = None
+    ) -> list[PartitionChange]:
+        """Move leadership back to each partition's first replica where it can lead."""
+        live = set(self._live)
+        targets = sorted(self._states) if partitions is None else sorted(partitions)
+        changes = []
+        for tp in targets:
+            change = self._write_with_retry(
+                tp,
+                lambda current, tp=tp: placement.elect_preferred(
+                    current.state, self._replicas(tp), live, controller_epoch=self._epoch()
+                ),
+            )
+            if change is not None:
+                changes.append(change)
+        return changes
+
+    def _replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        assignment = self._assignments.get(tp.topic)
+        if assignment is None or tp.partition not in assignment.partitions:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(tp))
+        return assignment.partitions[tp.partition]
+
+    def _require_fence(self) -> ControllerFence:
+        if self._fence is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id}")
+        return self._fence
+
+    def _epoch(self) -> int:
+        return self._require_fence().epoch
