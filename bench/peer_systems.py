@@ -72,10 +72,15 @@ class System(abc.ABC):
     def _spawn(self, args: list[str], env: dict[str, str] | None = None) -> None:
         # Own session: stop() signals exactly this server's process group (the Erlang VM
         # spawns helpers); nothing else is touched.
-        self._process = subprocess.Popen(args, stdout=self.log, stderr=self.log,
-                                         stdin=subprocess.DEVNULL, cwd=self.dir,
-                                         env={**os.environ, **(env or {})},
-                                         start_new_session=True)
+        self._process = subprocess.Popen(
+            args,
+            stdout=self.log,
+            stderr=self.log,
+            stdin=subprocess.DEVNULL,
+            cwd=self.dir,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:
@@ -109,9 +114,22 @@ class Tidelog(System):
 
     def start(self) -> None:
         self.port = free_port()
-        self._spawn([sys.executable, "-m", "tidelog.cli.main", "serve", "--data-dir",
-                     str(self.dir / "data"), "--listen", f"127.0.0.1:{self.port}",
-                     "--metrics", "off", "--log-level", "WARNING"])
+        self._spawn(
+            [
+                sys.executable,
+                "-m",
+                "tidelog.cli.main",
+                "serve",
+                "--data-dir",
+                str(self.dir / "data"),
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--metrics",
+                "off",
+                "--log-level",
+                "WARNING",
+            ]
+        )
         wait_port(self.port, self._process, START_TIMEOUT_S)  # type: ignore[arg-type]
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.round = 0
@@ -135,10 +153,8 @@ class Tidelog(System):
         from tidelog.cli import perf
 
         expected = sum(map(len, values))
-        result = perf.run_consume(self.bootstrap, self.topic, len(values),
-                                  expected_bytes=expected)
+        result = perf.run_consume(self.bootstrap, self.topic, len(values), expected_bytes=expected)
         return Phase(result.seconds, result.messages, result.bytes, dict(result.checks))
-
 
     def drop(self) -> None:
         from confluent_kafka.admin import AdminClient
@@ -152,9 +168,25 @@ class Redis(System):
 
     def start(self) -> None:
         self.port = free_port()
-        self._spawn(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                     "--dir", str(self.dir), "--appendonly", "yes", "--appendfsync", "everysec",
-                     "--save", "", "--protected-mode", "no"])
+        self._spawn(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.dir),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+                "--protected-mode",
+                "no",
+            ]
+        )
         wait_port(self.port, self._process, START_TIMEOUT_S)  # type: ignore[arg-type]
         import redis
 
@@ -171,23 +203,28 @@ class Redis(System):
         started = time.perf_counter()
         for begin in range(0, len(values), BATCH):
             pipe = self.client.pipeline(transaction=False)
-            chunk = values[begin:begin + BATCH]
+            chunk = values[begin : begin + BATCH]
             for value in chunk:
                 pipe.xadd(self.stream, {b"v": value})
             acked += sum(1 for entry_id in pipe.execute() if entry_id)
             acked_bytes += sum(map(len, chunk))
         seconds = time.perf_counter() - started
         stored = self.client.xlen(self.stream)
-        return Phase(seconds, acked, acked_bytes, {"acked == sent": acked == len(values),
-                                                   "stored == sent": stored == len(values)})
+        return Phase(
+            seconds,
+            acked,
+            acked_bytes,
+            {"acked == sent": acked == len(values), "stored == sent": stored == len(values)},
+        )
 
     def consume(self, values: list[bytes]) -> Phase:
         self.client.xgroup_create(self.stream, "bench", id="0")
         count = size = 0
         started = time.perf_counter()
         while count < len(values):
-            reply: Any = self.client.xreadgroup("bench", "c1", {self.stream: ">"}, count=BATCH,
-                                           block=5000)
+            reply: Any = self.client.xreadgroup(
+                "bench", "c1", {self.stream: ">"}, count=BATCH, block=5000
+            )
             if not reply:
                 break
             entries: list[tuple[bytes, dict[bytes, bytes]]] = reply[0][1]  # type: ignore[index]
@@ -197,10 +234,16 @@ class Redis(System):
             self.client.xack(self.stream, "bench", *[entry_id for entry_id, _ in entries])
         seconds = time.perf_counter() - started
         pending = self.client.xpending(self.stream, "bench")["pending"]
-        return Phase(seconds, count, size, {"read == sent": count == len(values),
-                                            "bytes == sent": size == sum(map(len, values)),
-                                            "all acked": pending == 0})
-
+        return Phase(
+            seconds,
+            count,
+            size,
+            {
+                "read == sent": count == len(values),
+                "bytes == sent": size == sum(map(len, values)),
+                "all acked": pending == 0,
+            },
+        )
 
     def drop(self) -> None:
         self.client.delete(self.stream)
@@ -211,8 +254,18 @@ class Nats(System):
 
     def start(self) -> None:
         self.port = free_port()
-        self._spawn(["nats-server", "-js", "-sd", str(self.dir / "jetstream"), "-a",
-                     "127.0.0.1", "-p", str(self.port)])
+        self._spawn(
+            [
+                "nats-server",
+                "-js",
+                "-sd",
+                str(self.dir / "jetstream"),
+                "-a",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+            ]
+        )
         wait_port(self.port, self._process, START_TIMEOUT_S)  # type: ignore[arg-type]
         self.round = 0
 
@@ -235,13 +288,14 @@ class Nats(System):
 
         connection = await self._connect()
         js = connection.jetstream()
-        await js.add_stream(name=self.stream, subjects=[self.stream.lower()],
-                            storage=StorageType.FILE)
+        await js.add_stream(
+            name=self.stream, subjects=[self.stream.lower()], storage=StorageType.FILE
+        )
         subject = self.stream.lower()
         acked = acked_bytes = 0
         started = time.perf_counter()
         for begin in range(0, len(values), BATCH):
-            chunk = values[begin:begin + BATCH]
+            chunk = values[begin : begin + BATCH]
             # A window of BATCH publishes in flight, each awaiting its JetStream ack.
             acks = await asyncio.gather(*(js.publish(subject, value) for value in chunk))
             acked += sum(1 for ack in acks if ack.seq)
@@ -249,9 +303,15 @@ class Nats(System):
         seconds = time.perf_counter() - started
         info = await js.stream_info(self.stream)
         await connection.close()
-        return Phase(seconds, acked, acked_bytes, {"acked == sent": acked == len(values),
-                                                   "stored == sent":
-                                                       info.state.messages == len(values)})
+        return Phase(
+            seconds,
+            acked,
+            acked_bytes,
+            {
+                "acked == sent": acked == len(values),
+                "stored == sent": info.state.messages == len(values),
+            },
+        )
 
     def consume(self, values: list[bytes]) -> Phase:
         return asyncio.run(self._consume(values))
@@ -263,8 +323,11 @@ class Nats(System):
         connection = await self._connect()
         js = connection.jetstream()
         subscription = await js.pull_subscribe(
-            self.stream.lower(), durable="bench", stream=self.stream,
-            config=ConsumerConfig(ack_policy=AckPolicy.ALL, max_ack_pending=-1))
+            self.stream.lower(),
+            durable="bench",
+            stream=self.stream,
+            config=ConsumerConfig(ack_policy=AckPolicy.ALL, max_ack_pending=-1),
+        )
         count = size = 0
         started = time.perf_counter()
         while count < len(values):
@@ -279,11 +342,16 @@ class Nats(System):
         seconds = time.perf_counter() - started
         info = await subscription.consumer_info()
         await connection.close()
-        return Phase(seconds, count, size, {
-            "read == sent": count == len(values),
-            "bytes == sent": size == sum(map(len, values)),
-            "all acked": info.ack_floor.stream_seq == len(values)})
-
+        return Phase(
+            seconds,
+            count,
+            size,
+            {
+                "read == sent": count == len(values),
+                "bytes == sent": size == sum(map(len, values)),
+                "all acked": info.ack_floor.stream_seq == len(values),
+            },
+        )
 
     def drop(self) -> None:
         async def delete() -> None:
@@ -299,16 +367,23 @@ class RabbitMQ(System):
 
     def start(self) -> None:
         self.amqp_port, self.stream_port, self.dist_port, self.epmd_port = (
-            free_port(), free_port(), free_port(), free_port())
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+        )
         (self.dir / "enabled_plugins").write_text("[rabbitmq_stream].\n")
         (self.dir / "rabbitmq.conf").write_text(
             f"listeners.tcp.default = 127.0.0.1:{self.amqp_port}\n"
             f"stream.listeners.tcp.default = 127.0.0.1:{self.stream_port}\n"
             f"stream.advertised_host = 127.0.0.1\nstream.advertised_port = {self.stream_port}\n"
-            "loopback_users = none\n")
+            "loopback_users = none\n"
+        )
         env = {
-            "ERL_EPMD_PORT": str(self.epmd_port), "HOME": str(self.dir),
-            "RABBITMQ_NODENAME": "peers@localhost", "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "ERL_EPMD_PORT": str(self.epmd_port),
+            "HOME": str(self.dir),
+            "RABBITMQ_NODENAME": "peers@localhost",
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
             "RABBITMQ_MNESIA_BASE": str(self.dir / "mnesia"),
             "RABBITMQ_LOG_BASE": str(self.dir / "log"),
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.dir / "enabled_plugins"),
@@ -317,19 +392,30 @@ class RabbitMQ(System):
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "+sbwt none +sbwtdcpu none +sbwtdio none",
         }
         # Our own epmd on a private port, in the server's process group: stop() ends both.
-        self._spawn(["sh", "-c", f"epmd -port {self.epmd_port} & "
-                     "exec /usr/lib/rabbitmq/bin/rabbitmq-server"], env)
+        self._spawn(
+            [
+                "sh",
+                "-c",
+                f"epmd -port {self.epmd_port} & exec /usr/lib/rabbitmq/bin/rabbitmq-server",
+            ],
+            env,
+        )
         wait_port(self.stream_port, self._process, START_TIMEOUT_S)  # type: ignore[arg-type]
         self.round = 0
 
     def version(self) -> str:
-        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "rabbitmq-server"],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", "rabbitmq-server"], capture_output=True, text=True
+        )
         return out.stdout.strip()
 
     def _client_args(self) -> dict[str, Any]:
-        return {"host": "127.0.0.1", "port": self.stream_port, "username": "guest",
-                "password": "guest"}
+        return {
+            "host": "127.0.0.1",
+            "port": self.stream_port,
+            "username": "guest",
+            "password": "guest",
+        }
 
     def produce(self, values: list[bytes]) -> Phase:
         self.round += 1
@@ -353,13 +439,19 @@ class RabbitMQ(System):
         started = time.perf_counter()
         for begin in range(0, len(values), BATCH):
             await producer.send_batch(
-                self.stream, [RawMessage(v) for v in values[begin:begin + BATCH]],
-                on_publish_confirm=on_confirm)
+                self.stream,
+                [RawMessage(v) for v in values[begin : begin + BATCH]],
+                on_publish_confirm=on_confirm,
+            )
         await asyncio.wait_for(done.wait(), timeout=300)
         seconds = time.perf_counter() - started
         await producer.close()
-        return Phase(seconds, state["confirmed"], sum(map(len, values)),
-                     {"confirmed == sent": state["confirmed"] == len(values)})
+        return Phase(
+            seconds,
+            state["confirmed"],
+            sum(map(len, values)),
+            {"confirmed == sent": state["confirmed"] == len(values)},
+        )
 
     def consume(self, values: list[bytes]) -> Phase:
         return asyncio.run(self._consume(values))
@@ -383,9 +475,12 @@ class RabbitMQ(System):
                 done.set()
 
         started = time.perf_counter()
-        await consumer.subscribe(self.stream, on_message, subscriber_name="bench",
-                                 offset_specification=ConsumerOffsetSpecification(
-                                     OffsetType.FIRST, None))
+        await consumer.subscribe(
+            self.stream,
+            on_message,
+            subscriber_name="bench",
+            offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None),
+        )
         try:
             await asyncio.wait_for(done.wait(), timeout=300)
         except TimeoutError:
@@ -398,11 +493,16 @@ class RabbitMQ(System):
             await asyncio.sleep(0.02)
         seconds = time.perf_counter() - started
         await consumer.close()
-        return Phase(seconds, state["count"], state["bytes"], {
-            "read == sent": state["count"] == total,
-            "bytes == sent": state["bytes"] == sum(map(len, values)),
-            "stored offset covers all": stored == total - 1})
-
+        return Phase(
+            seconds,
+            state["count"],
+            state["bytes"],
+            {
+                "read == sent": state["count"] == total,
+                "bytes == sent": state["bytes"] == sum(map(len, values)),
+                "stored offset covers all": stored == total - 1,
+            },
+        )
 
     def drop(self) -> None:
         async def delete() -> None:
@@ -416,6 +516,4 @@ class RabbitMQ(System):
         asyncio.run(delete())
 
 
-SYSTEMS: dict[str, type[System]] = {
-    cls.name: cls for cls in (Tidelog, Redis, Nats, RabbitMQ)
-}
+SYSTEMS: dict[str, type[System]] = {cls.name: cls for cls in (Tidelog, Redis, Nats, RabbitMQ)}

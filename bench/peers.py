@@ -49,23 +49,34 @@ def make_values(count: int, seed: int = 1) -> list[bytes]:
 
 def run(systems: list[System], rounds: int, values: list[bytes]) -> dict[str, Any]:
     results: dict[str, dict[str, list[dict[str, Any]]]] = {
-        s.name: {"produce": [], "consume": []} for s in systems}
+        s.name: {"produce": [], "consume": []} for s in systems
+    }
     for number in range(1, rounds + 1):
         for system in systems:
             for phase_name in ("produce", "consume"):
                 entry: dict[str, Any]
                 try:
                     phase: Phase = getattr(system, phase_name)(values)
-                    entry = {"seconds": phase.seconds, "count": phase.count,
-                             "bytes": phase.bytes, "checks": phase.checks,
-                             "msg_per_s": phase.count / phase.seconds if phase.seconds else 0}
+                    entry = {
+                        "seconds": phase.seconds,
+                        "count": phase.count,
+                        "bytes": phase.bytes,
+                        "checks": phase.checks,
+                        "msg_per_s": phase.count / phase.seconds if phase.seconds else 0,
+                    }
                 except Exception as error:  # one broken peer must not lose the others' figures
-                    entry = {"error": f"{type(error).__name__}: {error}", "msg_per_s": 0,
-                             "checks": {"completed": False}}
+                    entry = {
+                        "error": f"{type(error).__name__}: {error}",
+                        "msg_per_s": 0,
+                        "checks": {"completed": False},
+                    }
                 results[system.name][phase_name].append(entry)
-                print(f"round {number} {system.name:9s} {phase_name:8s} "
-                      f"{entry['msg_per_s']:>12,.0f} msg/s "
-                      f"{'ok' if all(entry['checks'].values()) else entry}", flush=True)
+                print(
+                    f"round {number} {system.name:9s} {phase_name:8s} "
+                    f"{entry['msg_per_s']:>12,.0f} msg/s "
+                    f"{'ok' if all(entry['checks'].values()) else entry}",
+                    flush=True,
+                )
             try:
                 system.drop()
             except Exception as error:
@@ -79,15 +90,20 @@ def _fmt(value: float) -> str:
 
 def table(results: dict[str, Any], phase: str) -> list[str]:
     base = [r["msg_per_s"] for r in results["tidelog"][phase]] if "tidelog" in results else []
-    lines = [f"| system | {phase} msg/s median | min - max | ratio to Tidelog per round | "
-             "checks |", "|---|---:|---:|---|---|"]
+    lines = [
+        f"| system | {phase} msg/s median | min - max | ratio to Tidelog per round | checks |",
+        "|---|---:|---:|---|---|",
+    ]
     for name, phases in results.items():
         rates = [r["msg_per_s"] for r in phases[phase]]
-        ratios = ", ".join(f"{rate / b:.2f}" if b else "-" for rate, b in zip(rates, base,
-                                                                               strict=False))
+        ratios = ", ".join(
+            f"{rate / b:.2f}" if b else "-" for rate, b in zip(rates, base, strict=False)
+        )
         ok = all(all(r["checks"].values()) for r in phases[phase])
-        lines.append(f"| {name} | {_fmt(statistics.median(rates))} | {_fmt(min(rates))} - "
-                     f"{_fmt(max(rates))} | {ratios} | {'ok' if ok else 'FAILED'} |")
+        lines.append(
+            f"| {name} | {_fmt(statistics.median(rates))} | {_fmt(min(rates))} - "
+            f"{_fmt(max(rates))} | {ratios} | {'ok' if ok else 'FAILED'} |"
+        )
     return lines
 
 
@@ -105,8 +121,14 @@ def chart(results: dict[str, Any], path: Path, messages: int) -> None:
         medians = [statistics.median(r) for r in rates]
         low = [m - min(r) for m, r in zip(medians, rates, strict=True)]
         high = [max(r) - m for m, r in zip(medians, rates, strict=True)]
-        ax.bar([i + offset for i in range(len(names))], medians, width, label=phase,
-               yerr=[low, high], capsize=3)
+        ax.bar(
+            [i + offset for i in range(len(names))],
+            medians,
+            width,
+            label=phase,
+            yerr=[low, high],
+            capsize=3,
+        )
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("k msg/s (median, min-max)")
     ax.set_title(f"seed workload, {messages:,} messages of 200-300 B", fontsize=10)
@@ -124,7 +146,7 @@ def write_section(text: str) -> None:
         DOC.write_text(current.rstrip("\n") + "\n\n" + text)
         return
     end = current.find("\n## ", start + len(SECTION))
-    rest = current[end + 1:] if end >= 0 else ""
+    rest = current[end + 1 :] if end >= 0 else ""
     DOC.write_text(current[:start] + text + ("\n" + rest if rest else ""))
 
 
@@ -132,7 +154,8 @@ def section(results: dict[str, Any], systems: list[System], messages: int, round
     versions = ", ".join(f"{s.name} {s.version()}" for s in systems)
     cpus = os.cpu_count()
     lines = [
-        SECTION, "",
+        SECTION,
+        "",
         f"Measured {datetime.date.today().isoformat()} on {platform.machine()} with {cpus} "
         f"cores (shared, noisy), Python {platform.python_version()}; {versions}. "
         f"Command: `.venv/bin/python bench/peers.py {' '.join(sys.argv[1:])}`"
@@ -144,9 +167,14 @@ def section(results: dict[str, Any], systems: list[System], messages: int, round
         "and committing after every batch of up to 1000 (see bench/peer_systems.py). "
         "Counts and bytes checked in every phase. Other engineers' jobs shared the machine, "
         "so single rounds swing widely: read the per-round ratios, not absolute figures "
-        "from different runs.", "",
-        *table(results, "produce"), "", *table(results, "consume"), "",
-        "![peers](benchmarks-peers.png)", "",
+        "from different runs.",
+        "",
+        *table(results, "produce"),
+        "",
+        *table(results, "consume"),
+        "",
+        "![peers](benchmarks-peers.png)",
+        "",
     ]
     return "\n".join(lines)
 
@@ -156,8 +184,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="200,000 messages")
     parser.add_argument("--messages", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--systems", default=",".join(SYSTEMS),
-                        help="comma-separated subset of " + ",".join(SYSTEMS))
+    parser.add_argument(
+        "--systems",
+        default=",".join(SYSTEMS),
+        help="comma-separated subset of " + ",".join(SYSTEMS),
+    )
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/")
     args = parser.parse_args()
     if args.rounds < 1:
@@ -187,8 +218,12 @@ def main() -> int:
         write_section(text)
         chart(results, CHART, messages)
         print(f"wrote {DOC} and {CHART} ({CHART.stat().st_size:,} bytes)")
-    failed = any(not all(r["checks"].values()) for phases in results.values()
-                 for entries in phases.values() for r in entries)
+    failed = any(
+        not all(r["checks"].values())
+        for phases in results.values()
+        for entries in phases.values()
+        for r in entries
+    )
     return 1 if failed else 0
 
 

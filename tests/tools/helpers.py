@@ -28,8 +28,12 @@ class ToolRun:
         return self.stdout.decode("utf-8", "replace")
 
 
-def run_tool(*args: str, stdin: bytes | None = None, timeout_s: float = TOOL_TIMEOUT_S,
-             cwd: Path | None = None) -> ToolRun:
+def run_tool(
+    *args: str,
+    stdin: bytes | None = None,
+    timeout_s: float = TOOL_TIMEOUT_S,
+    cwd: Path | None = None,
+) -> ToolRun:
     """`tidelog ARGS` in a subprocess, as an operator runs it."""
     completed = subprocess.run(
         [sys.executable, "-m", "tidelog.cli.main", *args],
@@ -39,5 +43,6 @@ def run_tool(*args: str, stdin: bytes | None = None, timeout_s: float = TOOL_TIM
         cwd=cwd,
         check=False,
     )
-    return ToolRun(completed.returncode, completed.stdout, completed.stderr.decode("utf-8",
-                                                                                    "replace"))
+    return ToolRun(
+        completed.returncode, completed.stdout, completed.stderr.decode("utf-8", "replace")
+    )

@@ -12,14 +12,33 @@ from .helpers import free_port, run_tool
 
 def test_produce_then_consume_json_with_keys_and_headers(tool_broker: ToolBroker) -> None:
     lines = b"".join(b"key-%d:value %d\n" % (i, i) for i in range(50))
-    produced = run_tool("produce", "tools-json", "-b", tool_broker.bootstrap,
-                        "--key-separator", ":", "--header", "source=test",
-                        "--header", "n=1", stdin=lines)
+    produced = run_tool(
+        "produce",
+        "tools-json",
+        "-b",
+        tool_broker.bootstrap,
+        "--key-separator",
+        ":",
+        "--header",
+        "source=test",
+        "--header",
+        "n=1",
+        stdin=lines,
+    )
     assert produced.returncode == 0, produced.stderr
     assert "produced 50 messages" in produced.stderr
 
-    consumed = run_tool("consume", "tools-json", "-b", tool_broker.bootstrap,
-                        "--from-beginning", "--max-messages", "50", "--format", "json")
+    consumed = run_tool(
+        "consume",
+        "tools-json",
+        "-b",
+        tool_broker.bootstrap,
+        "--from-beginning",
+        "--max-messages",
+        "50",
+        "--format",
+        "json",
+    )
     assert consumed.returncode == 0, consumed.stderr
     records = [json.loads(line) for line in consumed.text.splitlines()]
     assert [r["offset"] for r in records] == list(range(50))
@@ -33,22 +52,59 @@ def test_produce_file_acks_all_compressed_then_consume_from_offset(
 ) -> None:
     source = tmp_path / "lines.txt"
     source.write_bytes(b"".join(b"line %03d\n" % i for i in range(200)))
-    produced = run_tool("produce", "tools-file", "-b", tool_broker.bootstrap,
-                        "--file", str(source), "--acks", "all", "--compression", "zstd")
+    produced = run_tool(
+        "produce",
+        "tools-file",
+        "-b",
+        tool_broker.bootstrap,
+        "--file",
+        str(source),
+        "--acks",
+        "all",
+        "--compression",
+        "zstd",
+    )
     assert produced.returncode == 0, produced.stderr
 
-    tail = run_tool("consume", "tools-file", "-b", tool_broker.bootstrap, "--offset", "195",
-                    "--timeout-ms", "1500", "--print-key", "--key-separator", "|")
+    tail = run_tool(
+        "consume",
+        "tools-file",
+        "-b",
+        tool_broker.bootstrap,
+        "--offset",
+        "195",
+        "--timeout-ms",
+        "1500",
+        "--print-key",
+        "--key-separator",
+        "|",
+    )
     assert tail.returncode == 0, tail.stderr
     assert tail.text.splitlines() == [f"null|line {i:03d}" for i in range(195, 200)]
 
-    by_time = run_tool("consume", "tools-file", "-b", tool_broker.bootstrap,
-                       "--timestamp", "2000-01-01T00:00:00+00:00", "-n", "2")
+    by_time = run_tool(
+        "consume",
+        "tools-file",
+        "-b",
+        tool_broker.bootstrap,
+        "--timestamp",
+        "2000-01-01T00:00:00+00:00",
+        "-n",
+        "2",
+    )
     assert by_time.returncode == 0, by_time.stderr
     assert by_time.text.splitlines() == ["line 000", "line 001"]
 
-    future = run_tool("consume", "tools-file", "-b", tool_broker.bootstrap,
-                      "--timestamp", "2999-01-01T00:00:00", "--timeout-ms", "800")
+    future = run_tool(
+        "consume",
+        "tools-file",
+        "-b",
+        tool_broker.bootstrap,
+        "--timestamp",
+        "2999-01-01T00:00:00",
+        "--timeout-ms",
+        "800",
+    )
     assert future.returncode == 0
     assert future.text == ""
 
@@ -75,8 +131,15 @@ def test_consume_errors_are_one_line_and_non_zero(tool_broker: ToolBroker) -> No
 
 
 def test_produce_errors(tool_broker: ToolBroker) -> None:
-    no_separator = run_tool("produce", "tools-errors", "-b", tool_broker.bootstrap,
-                            "--key-separator", "=", stdin=b"k=v\nno separator here\n")
+    no_separator = run_tool(
+        "produce",
+        "tools-errors",
+        "-b",
+        tool_broker.bootstrap,
+        "--key-separator",
+        "=",
+        stdin=b"k=v\nno separator here\n",
+    )
     assert no_separator.returncode == 1
     assert "line 2 has no key separator" in no_separator.stderr
 
@@ -95,8 +158,13 @@ def test_produce_errors(tool_broker: ToolBroker) -> None:
 def test_dump_log_reports_batches_records_and_corruption(
     tool_broker: ToolBroker, tmp_path: Path
 ) -> None:
-    produced = run_tool("produce", "tools-dump", "-b", tool_broker.bootstrap,
-                        stdin=b"".join(b"dump %d\n" % i for i in range(30)))
+    produced = run_tool(
+        "produce",
+        "tools-dump",
+        "-b",
+        tool_broker.bootstrap,
+        stdin=b"".join(b"dump %d\n" % i for i in range(30)),
+    )
     assert produced.returncode == 0, produced.stderr
     partition_dir = tool_broker.process.data_dir / "tools-dump-0"
 
@@ -136,41 +204,63 @@ def test_dump_log_reports_batches_records_and_corruption(
 def test_config_describe_and_set(tool_broker: ToolBroker) -> None:
     created = run_tool("produce", "tools-config", "-b", tool_broker.bootstrap, stdin=b"x\n")
     assert created.returncode == 0, created.stderr
-    before = run_tool("config", "describe", "--topic", "tools-config", "-b",
-                      tool_broker.bootstrap)
+    before = run_tool("config", "describe", "--topic", "tools-config", "-b", tool_broker.bootstrap)
     assert before.returncode == 0, before.stderr
     assert "retention.ms" not in before.text
 
-    changed = run_tool("config", "set", "--topic", "tools-config", "-b", tool_broker.bootstrap,
-                       "retention.ms=3600000", "segment.bytes=1048576")
+    changed = run_tool(
+        "config",
+        "set",
+        "--topic",
+        "tools-config",
+        "-b",
+        tool_broker.bootstrap,
+        "retention.ms=3600000",
+        "segment.bytes=1048576",
+    )
     assert changed.returncode == 0, changed.stderr
-    after = run_tool("config", "describe", "--topic", "tools-config", "-b",
-                     tool_broker.bootstrap)
+    after = run_tool("config", "describe", "--topic", "tools-config", "-b", tool_broker.bootstrap)
     assert "retention.ms" in after.text and "3600000" in after.text
     assert "segment.bytes" in after.text
 
-    removed = run_tool("config", "set", "--topic", "tools-config", "-b", tool_broker.bootstrap,
-                       "--delete", "retention.ms")
+    removed = run_tool(
+        "config",
+        "set",
+        "--topic",
+        "tools-config",
+        "-b",
+        tool_broker.bootstrap,
+        "--delete",
+        "retention.ms",
+    )
     assert removed.returncode == 0, removed.stderr
-    final = run_tool("config", "describe", "--topic", "tools-config", "-b",
-                     tool_broker.bootstrap, "--all")
+    final = run_tool(
+        "config", "describe", "--topic", "tools-config", "-b", tool_broker.bootstrap, "--all"
+    )
     assert "retention.ms" in final.text and "default" in final.text
     assert "3600000" not in final.text
 
-    broker_configs = run_tool("config", "describe", "--broker", "0", "-b",
-                              tool_broker.bootstrap, "--all")
+    broker_configs = run_tool(
+        "config", "describe", "--broker", "0", "-b", tool_broker.bootstrap, "--all"
+    )
     assert broker_configs.returncode == 0, broker_configs.stderr
     assert "broker 0" in broker_configs.text
 
 
 def test_config_errors(tool_broker: ToolBroker) -> None:
-    unknown_topic = run_tool("config", "describe", "--topic", "nope", "-b",
-                             tool_broker.bootstrap)
+    unknown_topic = run_tool("config", "describe", "--topic", "nope", "-b", tool_broker.bootstrap)
     assert unknown_topic.returncode == 1
     assert "does not exist" in unknown_topic.stderr
     run_tool("produce", "tools-config-errors", "-b", tool_broker.bootstrap, stdin=b"x\n")
-    bad_key = run_tool("config", "set", "--topic", "tools-config-errors", "-b",
-                       tool_broker.bootstrap, "no.such.config=1")
+    bad_key = run_tool(
+        "config",
+        "set",
+        "--topic",
+        "tools-config-errors",
+        "-b",
+        tool_broker.bootstrap,
+        "no.such.config=1",
+    )
     assert bad_key.returncode == 1
     assert "no.such.config" in bad_key.stderr
     neither = run_tool("config", "describe")
@@ -182,14 +272,37 @@ def test_config_errors(tool_broker: ToolBroker) -> None:
 
 
 def test_consume_in_a_group_commits_and_resumes(tool_broker: ToolBroker) -> None:
-    run_tool("produce", "tools-group", "-b", tool_broker.bootstrap,
-             stdin=b"".join(b"g%d\n" % i for i in range(10)))
-    first = run_tool("consume", "tools-group", "-b", tool_broker.bootstrap, "--group", "cli-g",
-                     "--from-beginning", "-n", "6")
+    run_tool(
+        "produce",
+        "tools-group",
+        "-b",
+        tool_broker.bootstrap,
+        stdin=b"".join(b"g%d\n" % i for i in range(10)),
+    )
+    first = run_tool(
+        "consume",
+        "tools-group",
+        "-b",
+        tool_broker.bootstrap,
+        "--group",
+        "cli-g",
+        "--from-beginning",
+        "-n",
+        "6",
+    )
     assert first.returncode == 0, first.stderr
     assert first.text.splitlines() == [f"g{i}" for i in range(6)]
     # Same group again: resumes from the committed offset, not from the beginning.
-    rest = run_tool("consume", "tools-group", "-b", tool_broker.bootstrap, "--group", "cli-g",
-                    "--from-beginning", "--timeout-ms", "3000")
+    rest = run_tool(
+        "consume",
+        "tools-group",
+        "-b",
+        tool_broker.bootstrap,
+        "--group",
+        "cli-g",
+        "--from-beginning",
+        "--timeout-ms",
+        "3000",
+    )
     assert rest.returncode == 0, rest.stderr
     assert rest.text.splitlines() == [f"g{i}" for i in range(6, 10)]

@@ -25,7 +25,7 @@ from tidelog.broker.metrics_http import (
 from .conftest import ToolBroker
 from .helpers import free_port, run_tool
 
-_SAMPLE = re.compile(r'^(\w+)(?:\{(.*)\})? (\S+)$')
+_SAMPLE = re.compile(r"^(\w+)(?:\{(.*)\})? (\S+)$")
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -41,8 +41,9 @@ def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     return out
 
 
-def value(parsed: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
-          **labels: str) -> float:
+def value(
+    parsed: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
     return parsed[(name, frozenset(labels.items()))]
 
 
@@ -55,8 +56,13 @@ def test_metrics_match_what_was_produced_and_consumed(tool_broker: ToolBroker) -
         producer.produce(topic, payload)
     assert producer.flush(30) == 0
 
-    consumer = Consumer({"bootstrap.servers": tool_broker.bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": tool_broker.bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     received = 0
     while received < count:
@@ -85,9 +91,12 @@ def test_metrics_match_what_was_produced_and_consumed(tool_broker: ToolBroker) -
     produce_requests = value(parsed, "tidelog_requests_total", api="Produce")
     assert produce_requests >= 1
     assert value(parsed, "tidelog_request_latency_seconds_count", api="Produce") == (
-        produce_requests)
-    assert value(parsed, "tidelog_request_latency_seconds_bucket", api="Produce",
-                 le="+Inf") == produce_requests
+        produce_requests
+    )
+    assert (
+        value(parsed, "tidelog_request_latency_seconds_bucket", api="Produce", le="+Inf")
+        == produce_requests
+    )
     assert value(parsed, "tidelog_requests_total", api="Fetch") >= 1
     assert ("tidelog_connections_open", frozenset()) in parsed
     assert "# TYPE tidelog_fsync_latency_seconds histogram" in text
@@ -96,16 +105,21 @@ def test_metrics_match_what_was_produced_and_consumed(tool_broker: ToolBroker) -
 
 def test_fsync_histogram_counts_sync_produces(tool_broker: ToolBroker) -> None:
     topic = "metrics-sync"
-    created = run_tool("topics", "create", topic, "-b", tool_broker.bootstrap,
-                       "--config", "durability=sync")
+    created = run_tool(
+        "topics", "create", topic, "-b", tool_broker.bootstrap, "--config", "durability=sync"
+    )
     if created.returncode != 0:  # older `topics create` spelling: fall back to config set
         run_tool("produce", topic, "-b", tool_broker.bootstrap, stdin=b"x\n")
-        run_tool("config", "set", "--topic", topic, "-b", tool_broker.bootstrap,
-                 "durability=sync")
+        run_tool("config", "set", "--topic", topic, "-b", tool_broker.bootstrap, "durability=sync")
     _, before_text = tool_broker.get("/metrics")
     before = samples(before_text).get(("tidelog_fsync_latency_seconds_count", frozenset()), 0)
-    produced = run_tool("produce", topic, "-b", tool_broker.bootstrap,
-                        stdin=b"".join(b"%d\n" % i for i in range(20)))
+    produced = run_tool(
+        "produce",
+        topic,
+        "-b",
+        tool_broker.bootstrap,
+        stdin=b"".join(b"%d\n" % i for i in range(20)),
+    )
     assert produced.returncode == 0, produced.stderr
     _, text = tool_broker.get("/metrics")
     after = samples(text)[("tidelog_fsync_latency_seconds_count", frozenset())]
@@ -130,8 +144,10 @@ def test_health_names_each_failing_check(tmp_path: Path) -> None:
         try:
             host, port = server.address
             replies = []
-            for request in (b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
-                            b"POST /metrics HTTP/1.1\r\n\r\n"):
+            for request in (
+                b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"POST /metrics HTTP/1.1\r\n\r\n",
+            ):
                 reader, writer = await asyncio.open_connection(host, port)
                 writer.write(request)
                 replies.append(await reader.read())
@@ -171,12 +187,17 @@ def test_group_lag_from_group_snapshot() -> None:
     from tidelog.broker.metrics import PartitionStats
 
     metrics.set_partition_source(lambda: [PartitionStats("t", 0, 5, 120, 4096, 2)])
-    metrics.set_group_source(lambda: GroupStats({"Stable": 2, "Empty": 1},
-                                                (GroupOffset("g", "t", 0, 100),)))
+    metrics.set_group_source(
+        lambda: GroupStats({"Stable": 2, "Empty": 1}, (GroupOffset("g", "t", 0, 100),))
+    )
     parsed = samples(render(metrics).decode())
     assert value(parsed, "tidelog_consumer_group_lag", group="g", topic="t", partition="0") == 20
-    assert value(parsed, "tidelog_consumer_group_committed_offset", group="g", topic="t",
-                 partition="0") == 100
+    assert (
+        value(
+            parsed, "tidelog_consumer_group_committed_offset", group="g", topic="t", partition="0"
+        )
+        == 100
+    )
     assert value(parsed, "tidelog_consumer_groups", state="Stable") == 2
     assert value(parsed, "tidelog_log_segments", topic="t", partition="0") == 2
 
@@ -194,10 +215,16 @@ def test_serve_metrics_options(broker_factory: BrokerFactory) -> None:
 
 
 def test_log_formatters_carry_request_context() -> None:
-    record = logging.LogRecord("tidelog.broker.router", logging.INFO, __file__, 1,
-                               "api %d: %s", (0, "boom"), None)
-    for name, field in {"client_id": "app-1", "api": "Produce", "api_version": 9,
-                        "correlation_id": 42, "client": "127.0.0.1:5555"}.items():
+    record = logging.LogRecord(
+        "tidelog.broker.router", logging.INFO, __file__, 1, "api %d: %s", (0, "boom"), None
+    )
+    for name, field in {
+        "client_id": "app-1",
+        "api": "Produce",
+        "api_version": 9,
+        "correlation_id": 42,
+        "client": "127.0.0.1:5555",
+    }.items():
         setattr(record, name, field)
     entry = json.loads(JsonFormatter().format(record))
     assert entry["message"] == "api 0: boom"
@@ -206,22 +233,35 @@ def test_log_formatters_carry_request_context() -> None:
     plain = PlainFormatter().format(record)
     assert plain.endswith(
         "api 0: boom [client_id=app-1 api=Produce api_version=9 correlation_id=42 "
-        "client=127.0.0.1:5555]")
+        "client=127.0.0.1:5555]"
+    )
 
 
 def test_consumer_lag_per_group_and_partition(tool_broker: ToolBroker) -> None:
     topic = "metrics-lag"
-    produced = run_tool("produce", topic, "-b", tool_broker.bootstrap,
-                        stdin=b"".join(b"%d\n" % i for i in range(40)))
+    produced = run_tool(
+        "produce",
+        topic,
+        "-b",
+        tool_broker.bootstrap,
+        stdin=b"".join(b"%d\n" % i for i in range(40)),
+    )
     assert produced.returncode == 0, produced.stderr
-    consumer = Consumer({"bootstrap.servers": tool_broker.bootstrap, "group.id": "lag-g",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": tool_broker.bootstrap,
+            "group.id": "lag-g",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer.subscribe([topic])
     read = 0
     while read < 25:
         message = consumer.poll(10)
         assert message is not None and message.error() is None
         read += 1
+    assert message is not None
     consumer.commit(message=message, asynchronous=False)  # commits offset 25
     consumer.close()
     parsed = samples(tool_broker.get("/metrics")[1])

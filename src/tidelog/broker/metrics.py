@@ -55,11 +55,39 @@ log = logging.getLogger(__name__)
 # Bucket upper bounds in seconds. Request latency: 50 us .. 10 s (long-poll fetches wait up to
 # fetch.max.wait.ms, so the top buckets matter). fsync: 100 us .. 5 s.
 REQUEST_BUCKETS_S: tuple[float, ...] = (
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
 )
 FSYNC_BUCKETS_S: tuple[float, ...] = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    5.0,
 )
 
 
@@ -132,16 +160,43 @@ GroupSource = Callable[[], GroupStats | None]
 
 # Kafka's API names by key (the ones a label can carry; unknown keys print as "Api<N>").
 API_NAMES: dict[int, str] = {
-    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
-    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup",
-    14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake",
-    18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords",
-    22: "InitProducerId", 23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn",
-    25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit", 29: "DescribeAcls",
-    32: "DescribeConfigs", 33: "AlterConfigs", 35: "DescribeLogDirs", 36: "SaslAuthenticate",
-    37: "CreatePartitions", 42: "DeleteGroups", 44: "IncrementalAlterConfigs",
-    47: "OffsetDelete", 60: "DescribeCluster", 61: "DescribeProducers",
-    68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    17: "SaslHandshake",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    21: "DeleteRecords",
+    22: "InitProducerId",
+    23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    28: "TxnOffsetCommit",
+    29: "DescribeAcls",
+    32: "DescribeConfigs",
+    33: "AlterConfigs",
+    35: "DescribeLogDirs",
+    36: "SaslAuthenticate",
+    37: "CreatePartitions",
+    42: "DeleteGroups",
+    44: "IncrementalAlterConfigs",
+    47: "OffsetDelete",
+    60: "DescribeCluster",
+    61: "DescribeProducers",
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
 }
 
 
@@ -222,7 +277,8 @@ class BrokerMetrics:
                 index = partition.partition_index
                 last = slices[-1]
                 served = served_offsets(
-                    last.file.fileno(), last.position + last.length,
+                    last.file.fileno(),
+                    last.position + last.length,
                     fetch_offsets.get((topic.name, index), partition.high_watermark),
                     partition.high_watermark,
                 )
@@ -321,8 +377,9 @@ class _Collector:
         groups = self._metrics.groups()
         if groups is None:
             return
-        by_state = GaugeMetricFamily("tidelog_consumer_groups", "Groups per state.",
-                                     labels=("state",))
+        by_state = GaugeMetricFamily(
+            "tidelog_consumer_groups", "Groups per state.", labels=("state",)
+        )
         for state, count in sorted(groups.states.items()):
             by_state.add_metric((state,), count)
         yield by_state
@@ -331,7 +388,8 @@ class _Collector:
             "tidelog_consumer_group_committed_offset", "Committed offset.", labels=group_labels
         )
         lag = GaugeMetricFamily(
-            "tidelog_consumer_group_lag", "log_end_offset - committed offset.",
+            "tidelog_consumer_group_lag",
+            "log_end_offset - committed offset.",
             labels=group_labels,
         )
         for entry in sorted(groups.offsets, key=lambda o: (o.group, o.topic, o.partition)):

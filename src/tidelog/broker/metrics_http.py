@@ -87,9 +87,7 @@ async def check_listener(host: str, port: int, timeout_s: float = HEALTH_TIMEOUT
             reader, writer = await asyncio.open_connection(host, port)
             writer.write(_api_versions_v0_request())
             await writer.drain()
-            size, correlation_id, error_code = struct.unpack(
-                ">iih", await reader.readexactly(10)
-            )
+            size, correlation_id, error_code = struct.unpack(">iih", await reader.readexactly(10))
     except TimeoutError:
         return f"listener: no ApiVersions answer from {host}:{port} within {timeout_s:g}s"
     except (OSError, asyncio.IncompleteReadError) as exc:
@@ -134,8 +132,13 @@ async def health(target: HealthTarget) -> list[str]:
     return failures
 
 
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 400: "Bad Request",
-            503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    400: "Bad Request",
+    503: "Service Unavailable",
+}
 
 
 def _response(status: int, body: bytes, content_type: str, *, head: bool = False) -> bytes:
@@ -151,8 +154,9 @@ def _response(status: int, body: bytes, content_type: str, *, head: bool = False
 class MetricsServer:
     """`GET /metrics` and `GET /health` on the broker's loop. start() then close()."""
 
-    def __init__(self, metrics: BrokerMetrics, target: Callable[[], HealthTarget], host: str,
-                 port: int) -> None:
+    def __init__(
+        self, metrics: BrokerMetrics, target: Callable[[], HealthTarget], host: str, port: int
+    ) -> None:
         self._metrics = metrics
         self._target = target
         self._host = host
@@ -206,8 +210,9 @@ class MetricsServer:
             return _response(405, b"only GET\n", "text/plain")
         is_head = method == "HEAD"
         if path == "/metrics":
-            return _response(200, render(self._metrics),
-                             "text/plain; version=0.0.4; charset=utf-8", head=is_head)
+            return _response(
+                200, render(self._metrics), "text/plain; version=0.0.4; charset=utf-8", head=is_head
+            )
         failures = await health(self._target())
         if failures:
             body = ("\n".join(failures) + "\n").encode()
@@ -251,10 +256,14 @@ async def start_metrics(
     except OSError as exc:
         if required:
             raise MetricsAddressError(
-                f"cannot listen on {address[0]}:{address[1]} for --metrics: "
-                f"{exc.strerror or exc}") from None
-        log.warning("metrics endpoint disabled: cannot listen on %s:%d: %s",
-                    address[0], address[1], exc.strerror or exc)
+                f"cannot listen on {address[0]}:{address[1]} for --metrics: {exc.strerror or exc}"
+            ) from None
+        log.warning(
+            "metrics endpoint disabled: cannot listen on %s:%d: %s",
+            address[0],
+            address[1],
+            exc.strerror or exc,
+        )
         return None
     broker.metrics = metrics
     log.info("metrics on http://%s:%d/metrics (and /health)", *server.address)

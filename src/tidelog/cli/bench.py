@@ -42,11 +42,20 @@ def _workload_options(func: F) -> F:
     options = [
         bootstrap_option,
         click.option("--topic", "-t", default="tidelog-bench", show_default=True),
-        click.option("--partitions", default=1, show_default=True, type=click.IntRange(min=1),
-                     help="Partitions when the topic is created."),
-        click.option("--messages", "-n", type=click.IntRange(min=1), default=None,
-                     help=f"Messages (default {perf.SEED_MESSAGES:,}; --quick "
-                          f"{perf.QUICK_MESSAGES:,})."),
+        click.option(
+            "--partitions",
+            default=1,
+            show_default=True,
+            type=click.IntRange(min=1),
+            help="Partitions when the topic is created.",
+        ),
+        click.option(
+            "--messages",
+            "-n",
+            type=click.IntRange(min=1),
+            default=None,
+            help=f"Messages (default {perf.SEED_MESSAGES:,}; --quick {perf.QUICK_MESSAGES:,}).",
+        ),
         click.option("--quick", is_flag=True, help=f"{perf.QUICK_MESSAGES:,} messages."),
         click.option("--min-size", default=200, show_default=True, type=click.IntRange(min=0)),
         click.option("--max-size", default=300, show_default=True, type=click.IntRange(min=0)),
@@ -59,14 +68,25 @@ def _workload_options(func: F) -> F:
 
 def _producer_options(func: F) -> F:
     options = [
-        click.option("--acks", type=click.Choice(["0", "1", "all", "-1"]), default="1",
-                     show_default=True),
-        click.option("--compression", type=click.Choice(COMPRESSIONS), default="none",
-                     show_default=True),
-        click.option("--rate", type=click.FloatRange(min=0), default=0.0,
-                     help="Offered load in msg/s (0 = as fast as possible)."),
-        click.option("-X", "extra", multiple=True, metavar="KEY=VALUE",
-                     help="Extra librdkafka producer setting (repeatable)."),
+        click.option(
+            "--acks", type=click.Choice(["0", "1", "all", "-1"]), default="1", show_default=True
+        ),
+        click.option(
+            "--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True
+        ),
+        click.option(
+            "--rate",
+            type=click.FloatRange(min=0),
+            default=0.0,
+            help="Offered load in msg/s (0 = as fast as possible).",
+        ),
+        click.option(
+            "-X",
+            "extra",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Extra librdkafka producer setting (repeatable).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -87,14 +107,20 @@ def _pool(min_size: int, max_size: int) -> perf.ValuePool:
 
 def _progress(label: str, total: int, as_json: bool) -> Progress:
     return Progress(
-        TextColumn(label), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
-        TimeRemainingColumn(), console=stderr, transient=True,
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TimeRemainingColumn(),
+        console=stderr,
+        transient=True,
         disable=as_json or not stderr.is_terminal,
     )
 
 
-def _run_with_progress(label: str, total: int, as_json: bool,
-                       run: Callable[[perf.Progress], perf.BenchResult]) -> perf.BenchResult:
+def _run_with_progress(
+    label: str, total: int, as_json: bool, run: Callable[[perf.Progress], perf.BenchResult]
+) -> perf.BenchResult:
     progress = _progress(label, total, as_json)
     with progress:
         task = progress.add_task(label, total=total)
@@ -103,8 +129,7 @@ def _run_with_progress(label: str, total: int, as_json: bool,
 
 def _report(results: list[perf.BenchResult], as_json: bool) -> None:
     if as_json:
-        payload: Any = results[0].to_dict() if len(results) == 1 else [
-            r.to_dict() for r in results]
+        payload: Any = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
         click.echo(json.dumps(payload, indent=2))
     else:
         for result in results:
@@ -137,27 +162,59 @@ def bench_group() -> None:
 @bench_group.command("produce")
 @_workload_options
 @_producer_options
-def bench_produce(bootstrap: str, topic: str, partitions: int, messages: int | None,
-                  quick: bool, min_size: int, max_size: int, as_json: bool, acks: str,
-                  compression: str, rate: float, extra: tuple[str, ...]) -> None:
+def bench_produce(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    messages: int | None,
+    quick: bool,
+    min_size: int,
+    max_size: int,
+    as_json: bool,
+    acks: str,
+    compression: str,
+    rate: float,
+    extra: tuple[str, ...],
+) -> None:
     """Produce N messages as fast as possible (or at --rate) and wait for every ack."""
     count = _count(messages, quick)
     pool = _pool(min_size, max_size)
     settings = parse_properties(extra, "-X")
     check_reachable(bootstrap)
     perf.ensure_topic(bootstrap, topic, partitions)
-    result = _run_with_progress("producing", count, as_json, lambda progress: perf.run_produce(
-        bootstrap, topic, count, pool, acks=acks, compression=compression, rate=rate,
-        extra=settings, progress=progress))
+    result = _run_with_progress(
+        "producing",
+        count,
+        as_json,
+        lambda progress: perf.run_produce(
+            bootstrap,
+            topic,
+            count,
+            pool,
+            acks=acks,
+            compression=compression,
+            rate=rate,
+            extra=settings,
+            progress=progress,
+        ),
+    )
     _report([result], as_json)
 
 
 @bench_group.command("consume")
 @_workload_options
 @click.option("--group", "-g", help="Consumer group (default: a fresh one per run).")
-def bench_consume(bootstrap: str, topic: str, partitions: int, messages: int | None,
-                  quick: bool, min_size: int, max_size: int, as_json: bool,
-                  group: str | None) -> None:
+def bench_consume(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    messages: int | None,
+    quick: bool,
+    min_size: int,
+    max_size: int,
+    as_json: bool,
+    group: str | None,
+) -> None:
     """Read N messages in a group, committing synchronously after every poll batch.
 
     When the topic holds fewer than N messages the missing backlog is produced first."""
@@ -170,32 +227,70 @@ def bench_consume(bootstrap: str, topic: str, partitions: int, messages: int | N
     if stored < count:
         pool = _pool(min_size, max_size)
         missing = count - stored
-        seeded = _run_with_progress("seeding backlog", missing, as_json,
-                                    lambda progress: perf.run_produce(
-                                        bootstrap, topic, missing, pool, progress=progress))
+        seeded = _run_with_progress(
+            "seeding backlog",
+            missing,
+            as_json,
+            lambda progress: perf.run_produce(bootstrap, topic, missing, pool, progress=progress),
+        )
         results.append(seeded)
         if created or stored == 0:
             expected_bytes = pool.total_bytes(count)
-    results.append(_run_with_progress("consuming", count, as_json, lambda progress:
-                                      perf.run_consume(bootstrap, topic, count, group=group,
-                                                       expected_bytes=expected_bytes,
-                                                       progress=progress)))
+    results.append(
+        _run_with_progress(
+            "consuming",
+            count,
+            as_json,
+            lambda progress: perf.run_consume(
+                bootstrap,
+                topic,
+                count,
+                group=group,
+                expected_bytes=expected_bytes,
+                progress=progress,
+            ),
+        )
+    )
     _report(results, as_json)
 
 
 @bench_group.command("e2e")
 @_workload_options
 @_producer_options
-def bench_e2e(bootstrap: str, topic: str, partitions: int, messages: int | None, quick: bool,
-              min_size: int, max_size: int, as_json: bool, acks: str, compression: str,
-              rate: float, extra: tuple[str, ...]) -> None:
+def bench_e2e(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    messages: int | None,
+    quick: bool,
+    min_size: int,
+    max_size: int,
+    as_json: bool,
+    acks: str,
+    compression: str,
+    rate: float,
+    extra: tuple[str, ...],
+) -> None:
     """Produce and consume at once; latency is send -> receive per message."""
     count = _count(messages, quick)
     pool = _pool(max(min_size, 8), max(max_size, 8))
     settings = parse_properties(extra, "-X")
     check_reachable(bootstrap)
     perf.ensure_topic(bootstrap, topic, partitions)
-    result = _run_with_progress("end to end", count, as_json, lambda progress: perf.run_e2e(
-        bootstrap, topic, count, pool, acks=acks, compression=compression, rate=rate,
-        extra=settings, progress=progress))
+    result = _run_with_progress(
+        "end to end",
+        count,
+        as_json,
+        lambda progress: perf.run_e2e(
+            bootstrap,
+            topic,
+            count,
+            pool,
+            acks=acks,
+            compression=compression,
+            rate=rate,
+            extra=settings,
+            progress=progress,
+        ),
+    )
     _report([result], as_json)

@@ -45,9 +45,7 @@ def bootstrap_option(func: F) -> F:
 def _split_address(address: str) -> tuple[str, int]:
     host, sep, port = address.strip().rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise click.BadParameter(
-            f"{address!r} is not HOST:PORT", param_hint="'--bootstrap-server'"
-        )
+        raise click.BadParameter(f"{address!r} is not HOST:PORT", param_hint="'--bootstrap-server'")
     return host.strip("[]"), int(port)
 
 
@@ -101,8 +99,9 @@ def find_partitions(bootstrap: str, topic: str) -> list[int] | None:
     try:
         metadata = consumer.list_topics(topic=topic, timeout=METADATA_TIMEOUT_S)
     except KafkaException as exc:
-        raise ToolError(f"metadata request to {bootstrap} failed: "
-                        f"{kafka_error_text(exc.args[0])}") from None
+        raise ToolError(
+            f"metadata request to {bootstrap} failed: {kafka_error_text(exc.args[0])}"
+        ) from None
     finally:
         consumer.close()
     info = metadata.topics.get(topic)

@@ -90,8 +90,7 @@ def config_group() -> None:
 @click.option("--topic", "-t", help="Topic name.")
 @click.option("--broker", help="Broker id (e.g. 0).")
 @click.option("--all", "show_all", is_flag=True, help="Include defaults, not only overrides.")
-def describe_command(bootstrap: str, topic: str | None, broker: str | None,
-                     show_all: bool) -> None:
+def describe_command(bootstrap: str, topic: str | None, broker: str | None, show_all: bool) -> None:
     """Show the configs of a topic or a broker."""
     resource = _resource(topic, broker)
     admin = _admin(bootstrap)
@@ -106,8 +105,11 @@ def describe_command(bootstrap: str, topic: str | None, broker: str | None,
         entry = entries[name]
         if not show_all and entry.is_default:
             continue
-        value = "<sensitive>" if entry.is_sensitive else ("" if entry.value is None
-                                                          else str(entry.value))
+        value = (
+            "<sensitive>"
+            if entry.is_sensitive
+            else ("" if entry.value is None else str(entry.value))
+        )
         table.add_row(name, value, _source_name(entry.source))
         shown += 1
     if shown:
@@ -120,11 +122,21 @@ def describe_command(bootstrap: str, topic: str | None, broker: str | None,
 @bootstrap_option
 @click.option("--topic", "-t", help="Topic name.")
 @click.option("--broker", help="Broker id (e.g. 0).")
-@click.option("--delete", "deletes", multiple=True, metavar="KEY",
-              help="Remove an override (back to the default; repeatable).")
+@click.option(
+    "--delete",
+    "deletes",
+    multiple=True,
+    metavar="KEY",
+    help="Remove an override (back to the default; repeatable).",
+)
 @click.argument("pairs", nargs=-1, metavar="KEY=VALUE...")
-def set_command(bootstrap: str, topic: str | None, broker: str | None,
-                deletes: tuple[str, ...], pairs: tuple[str, ...]) -> None:
+def set_command(
+    bootstrap: str,
+    topic: str | None,
+    broker: str | None,
+    deletes: tuple[str, ...],
+    pairs: tuple[str, ...],
+) -> None:
     """Set (KEY=VALUE) or delete (--delete KEY) configs of a topic or a broker."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
@@ -136,11 +148,14 @@ def set_command(bootstrap: str, topic: str | None, broker: str | None,
     _check_topic(bootstrap, topic)
     for name, value in updates.items():
         resource.add_incremental_config(
-            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        )
     for name in deletes:
         resource.add_incremental_config(
-            ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE))
+            ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+        )
     _result(admin.incremental_alter_configs([resource]), f"alter {_label(topic, broker)}")
     changed = [f"{k}={v}" for k, v in updates.items()] + [f"-{k}" for k in deletes]
-    stderr.print(f"updated {'topic' if topic else 'broker'} {topic or broker}: "
-                 + ", ".join(changed))
+    stderr.print(
+        f"updated {'topic' if topic else 'broker'} {topic or broker}: " + ", ".join(changed)
+    )

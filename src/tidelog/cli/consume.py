@@ -54,16 +54,24 @@ def _timestamp_ms(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _start_offsets(consumer: Any, topic: str, partitions: list[int], offset: int | None,
-                   timestamp_ms: int | None, from_beginning: bool) -> list[Any]:
+def _start_offsets(
+    consumer: Any,
+    topic: str,
+    partitions: list[int],
+    offset: int | None,
+    timestamp_ms: int | None,
+    from_beginning: bool,
+) -> list[Any]:
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
     if timestamp_ms is not None:
         wanted = [TopicPartition(topic, p, timestamp_ms) for p in partitions]
         found = consumer.offsets_for_times(wanted, timeout=10.0)
         # -1: no message at or after the time; start at the end like Kafka's tools
-        return [TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END)
-                for tp in found]
+        return [
+            TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END)
+            for tp in found
+        ]
     if offset is not None:
         return [TopicPartition(topic, p, offset) for p in partitions]
     start = OFFSET_BEGINNING if from_beginning else OFFSET_END
@@ -81,9 +89,12 @@ class _Printer:
         if self._json:
             _, timestamp = message.timestamp()
             record = {
-                "topic": message.topic(), "partition": message.partition(),
-                "offset": message.offset(), "timestamp": timestamp,
-                "key": _text(message.key()), "value": _text(message.value()),
+                "topic": message.topic(),
+                "partition": message.partition(),
+                "offset": message.offset(),
+                "timestamp": timestamp,
+                "key": _text(message.key()),
+                "value": _text(message.value()),
                 "headers": [[k, _text(v)] for k, v in (message.headers() or [])],
             }
             self._out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
@@ -105,16 +116,31 @@ class _Printer:
 @click.option("--timestamp", help="Start at the first message at or after this ISO time.")
 @click.option("--partition", "-p", "partition", type=int, help="Read only this partition.")
 @click.option("--max-messages", "-n", type=click.IntRange(min=1), help="Stop after N messages.")
-@click.option("--timeout-ms", type=click.IntRange(min=1),
-              help="Stop when no message arrives for this long.")
-@click.option("--format", "output_format", type=click.Choice(["raw", "json"]), default="raw",
-              show_default=True)
+@click.option(
+    "--timeout-ms", type=click.IntRange(min=1), help="Stop when no message arrives for this long."
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["raw", "json"]),
+    default="raw",
+    show_default=True,
+)
 @click.option("--print-key", is_flag=True, help="raw format: print the key before the value.")
 @click.option("--key-separator", default="\t", show_default="TAB")
 def consume_command(
-    topic: str, bootstrap: str, group: str | None, from_beginning: bool, offset: int | None,
-    timestamp: str | None, partition: int | None, max_messages: int | None,
-    timeout_ms: int | None, output_format: str, print_key: bool, key_separator: str,
+    topic: str,
+    bootstrap: str,
+    group: str | None,
+    from_beginning: bool,
+    offset: int | None,
+    timestamp: str | None,
+    partition: int | None,
+    max_messages: int | None,
+    timeout_ms: int | None,
+    output_format: str,
+    print_key: bool,
+    key_separator: str,
 ) -> None:
     """Print messages of TOPIC to stdout."""
     from confluent_kafka import Consumer, KafkaError
@@ -130,8 +156,9 @@ def consume_command(
     if group:
         settings.update({"group.id": group, "enable.auto.commit": True})
     else:
-        settings.update({"group.id": f"tidelog-console-{time.time_ns()}",
-                         "enable.auto.commit": False})
+        settings.update(
+            {"group.id": f"tidelog-console-{time.time_ns()}", "enable.auto.commit": False}
+        )
     consumer = Consumer(base_config(bootstrap, **settings))
     printer = _Printer(output_format, print_key, key_separator)
     count = 0
@@ -143,14 +170,25 @@ def consume_command(
             partitions = [partition]
         explicit_start = offset is not None or timestamp_ms is not None
         if group and partition is None:
+
             def on_assign(c: Any, assigned: list[Any]) -> None:
                 if explicit_start:
-                    c.assign(_start_offsets(c, topic, [tp.partition for tp in assigned],
-                                            offset, timestamp_ms, from_beginning))
+                    c.assign(
+                        _start_offsets(
+                            c,
+                            topic,
+                            [tp.partition for tp in assigned],
+                            offset,
+                            timestamp_ms,
+                            from_beginning,
+                        )
+                    )
+
             consumer.subscribe([topic], on_assign=on_assign)
         else:
-            consumer.assign(_start_offsets(consumer, topic, partitions, offset, timestamp_ms,
-                                           from_beginning))
+            consumer.assign(
+                _start_offsets(consumer, topic, partitions, offset, timestamp_ms, from_beginning)
+            )
         idle_deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
         while max_messages is None or count < max_messages:
             message = consumer.poll(0.2)

@@ -101,8 +101,11 @@ def dump_segment(path: Path, *, records: bool, value_limit: int) -> SegmentSumma
             position += batch_size
         summary.torn_tail_bytes = size - position
     if summary.torn_tail_bytes:
-        out.print(f"torn tail: {summary.torn_tail_bytes} bytes after position {position} "
-                  "do not form a whole batch", markup=False)
+        out.print(
+            f"torn tail: {summary.torn_tail_bytes} bytes after position {position} "
+            "do not form a whole batch",
+            markup=False,
+        )
     return summary
 
 
@@ -120,16 +123,24 @@ def _segments(path: Path) -> list[Path]:
 @click.command("dump-log")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--records", is_flag=True, help="Decode and print every record.")
-@click.option("--max-value-chars", default=100, show_default=True,
-              help="Truncate printed keys, values and header values.")
+@click.option(
+    "--max-value-chars",
+    default=100,
+    show_default=True,
+    help="Truncate printed keys, values and header values.",
+)
 def dump_log_command(path: Path, records: bool, max_value_chars: int) -> None:
     """Print the batches of a segment file or partition directory, with CRC status."""
-    summaries = [dump_segment(p, records=records, value_limit=max_value_chars)
-                 for p in _segments(path)]
+    summaries = [
+        dump_segment(p, records=records, value_limit=max_value_chars) for p in _segments(path)
+    ]
     for s in summaries:
         offsets = f"offsets {s.first_offset}..{s.last_offset}" if s.batches else "no offsets"
-        out.print(f"summary {s.path.name}: {s.batches} batches, {s.records} records, {offsets}, "
-                  f"{s.invalid} invalid, {s.torn_tail_bytes} torn tail bytes", markup=False)
+        out.print(
+            f"summary {s.path.name}: {s.batches} batches, {s.records} records, {offsets}, "
+            f"{s.invalid} invalid, {s.torn_tail_bytes} torn tail bytes",
+            markup=False,
+        )
     invalid = sum(s.invalid for s in summaries)
     if invalid:
         raise click.ClickException(f"{invalid} corrupt batch(es) found")

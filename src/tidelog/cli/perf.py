@@ -53,8 +53,7 @@ class ValuePool:
     @classmethod
     def generate(cls, min_size: int, max_size: int, seed: int = 1) -> ValuePool:
         rng = random.Random(seed)
-        return cls(tuple(rng.randbytes(rng.randint(min_size, max_size))
-                         for _ in range(POOL_SIZE)))
+        return cls(tuple(rng.randbytes(rng.randint(min_size, max_size)) for _ in range(POOL_SIZE)))
 
     def total_bytes(self, count: int) -> int:
         """Value bytes of messages 0..count-1."""
@@ -90,8 +89,9 @@ class BenchResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(msg_per_s=round(self.msg_per_s, 1), mb_per_s=round(self.mb_per_s, 3),
-                    ok=self.ok)
+        data.update(
+            msg_per_s=round(self.msg_per_s, 1), mb_per_s=round(self.mb_per_s, 3), ok=self.ok
+        )
         return data
 
 
@@ -105,8 +105,12 @@ def percentiles_ms(samples_s: array[float] | list[float]) -> dict[str, float]:
     def rank(q: float) -> float:
         return round(ordered[min(last, int(q * len(ordered)))] * 1000, 3)
 
-    return {"p50": rank(0.50), "p95": rank(0.95), "p99": rank(0.99),
-            "max": round(ordered[-1] * 1000, 3)}
+    return {
+        "p50": rank(0.50),
+        "p95": rank(0.95),
+        "p99": rank(0.99),
+        "max": round(ordered[-1] * 1000, 3),
+    }
 
 
 def _cpu_s() -> float:
@@ -122,14 +126,16 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int) -> bool:
     if find_partitions(bootstrap, topic) is not None:
         return False
     admin = AdminClient(base_config(bootstrap))
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
-                                            replication_factor=1)])
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1)]
+    )
     try:
         futures[topic].result(timeout=15.0)
     except KafkaException as exc:
         if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
-            raise ToolError(f"cannot create topic {topic!r}: {kafka_error_text(exc.args[0])}"
-                            ) from None
+            raise ToolError(
+                f"cannot create topic {topic!r}: {kafka_error_text(exc.args[0])}"
+            ) from None
         return False
     return True
 
@@ -140,8 +146,10 @@ def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
 
     consumer = Consumer(base_config(bootstrap, **{"group.id": "tidelog-bench-watermarks"}))
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)
-                for p in topic_partitions(bootstrap, topic)}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)
+            for p in topic_partitions(bootstrap, topic)
+        }
     finally:
         consumer.close()
 
@@ -171,19 +179,30 @@ class _Deliveries:
             self.latencies.append(latency)
 
 
-def producer_config(bootstrap: str, acks: str, compression: str,
-                    extra: dict[str, str], deliveries: _Deliveries) -> dict[str, Any]:
+def producer_config(
+    bootstrap: str, acks: str, compression: str, extra: dict[str, str], deliveries: _Deliveries
+) -> dict[str, Any]:
     settings: dict[str, Any] = {
-        "acks": acks, "compression.type": compression, "linger.ms": 5,
-        "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
+        "acks": acks,
+        "compression.type": compression,
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 1_000_000,
         "on_delivery": deliveries,
     }
     settings.update(extra)
     return base_config(bootstrap, **settings)
 
 
-def _send_all(producer: Any, topic: str, count: int, pool: ValuePool, rate: float,
-              progress: Progress, stamp: bool = False) -> None:
+def _send_all(
+    producer: Any,
+    topic: str,
+    count: int,
+    pool: ValuePool,
+    rate: float,
+    progress: Progress,
+    stamp: bool = False,
+) -> None:
     """Produce `count` messages (optionally at `rate` msg/s); poll to serve delivery reports."""
     values = pool.values
     size = len(values)
@@ -210,9 +229,18 @@ def _send_all(producer: Any, topic: str, count: int, pool: ValuePool, rate: floa
     progress(count % 2000)
 
 
-def run_produce(bootstrap: str, topic: str, count: int, pool: ValuePool, *, acks: str = "1",
-                compression: str = "none", rate: float = 0.0, extra: dict[str, str] | None = None,
-                progress: Progress = lambda n: None) -> BenchResult:
+def run_produce(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    pool: ValuePool,
+    *,
+    acks: str = "1",
+    compression: str = "none",
+    rate: float = 0.0,
+    extra: dict[str, str] | None = None,
+    progress: Progress = lambda n: None,
+) -> BenchResult:
     from confluent_kafka import Producer
 
     deliveries = _Deliveries()
@@ -229,21 +257,34 @@ def run_produce(bootstrap: str, topic: str, count: int, pool: ValuePool, *, acks
     after = watermarks(bootstrap, topic)
     advanced = sum(after[p][1] - before.get(p, (0, 0))[1] for p in after)
     result = BenchResult(
-        mode="produce", topic=topic, messages=deliveries.acked, bytes=deliveries.acked_bytes,
-        seconds=seconds, latency_kind="send->ack", latency_ms=percentiles_ms(deliveries.latencies),
+        mode="produce",
+        topic=topic,
+        messages=deliveries.acked,
+        bytes=deliveries.acked_bytes,
+        seconds=seconds,
+        latency_kind="send->ack",
+        latency_ms=percentiles_ms(deliveries.latencies),
         client_cpu_s_per_million=cpu / max(count, 1) * 1e6,
-        checks={"acked == sent": deliveries.acked == count and deliveries.failed == 0,
-                "bytes == expected": deliveries.acked_bytes == pool.total_bytes(count),
-                "high watermark advanced by sent": advanced == count},
+        checks={
+            "acked == sent": deliveries.acked == count and deliveries.failed == 0,
+            "bytes == expected": deliveries.acked_bytes == pool.total_bytes(count),
+            "high watermark advanced by sent": advanced == count,
+        },
     )
     if deliveries.failed:
         result.notes.append(f"{deliveries.failed} failed: {deliveries.first_error}")
     return result
 
 
-def run_consume(bootstrap: str, topic: str, count: int, *, group: str | None = None,
-                expected_bytes: int | None = None,
-                progress: Progress = lambda n: None) -> BenchResult:
+def run_consume(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    group: str | None = None,
+    expected_bytes: int | None = None,
+    progress: Progress = lambda n: None,
+) -> BenchResult:
     from confluent_kafka import Consumer
 
     marks = watermarks(bootstrap, topic)
@@ -251,10 +292,18 @@ def run_consume(bootstrap: str, topic: str, count: int, *, group: str | None = N
     if available < count:
         raise ToolError(f"topic {topic!r} holds {available:,} messages, fewer than {count:,}")
     group_id = group or f"tidelog-bench-{time.time_ns()}"
-    consumer = Consumer(base_config(bootstrap, **{
-        "group.id": group_id, "auto.offset.reset": "earliest", "enable.auto.commit": False,
-        "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
-    }))
+    consumer = Consumer(
+        base_config(
+            bootstrap,
+            **{
+                "group.id": group_id,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "fetch.max.bytes": 52_428_800,
+                "max.partition.fetch.bytes": 10_485_760,
+            },
+        )
+    )
     commit_latencies: list[float] = []
     consumed = consumed_bytes = 0
     cpu_before = _cpu_s()
@@ -268,8 +317,10 @@ def run_consume(bootstrap: str, topic: str, count: int, *, group: str | None = N
             now = time.perf_counter()
             if not batch:
                 if now - idle_since > IDLE_TIMEOUT_S:
-                    raise ToolError(f"only {consumed:,} of {count:,} messages arrived "
-                                    f"(nothing for {IDLE_TIMEOUT_S:g}s)")
+                    raise ToolError(
+                        f"only {consumed:,} of {count:,} messages arrived "
+                        f"(nothing for {IDLE_TIMEOUT_S:g}s)"
+                    )
                 continue
             if not started:
                 started = now
@@ -289,31 +340,53 @@ def run_consume(bootstrap: str, topic: str, count: int, *, group: str | None = N
         committed = consumer.committed(consumer.assignment(), timeout=10.0)
     finally:
         consumer.close()
-    covered = sum(max(tp.offset, marks[tp.partition][0]) - marks[tp.partition][0]
-                  for tp in committed)
+    covered = sum(
+        max(tp.offset, marks[tp.partition][0]) - marks[tp.partition][0] for tp in committed
+    )
     checks = {"read == requested": consumed == count, "final commit covers all": covered == count}
     if expected_bytes is not None:
         checks["bytes == expected"] = consumed_bytes == expected_bytes
     return BenchResult(
-        mode="consume", topic=topic, messages=consumed, bytes=consumed_bytes, seconds=seconds,
-        latency_kind="commit round trip", latency_ms=percentiles_ms(commit_latencies),
-        client_cpu_s_per_million=cpu / max(count, 1) * 1e6, checks=checks,
+        mode="consume",
+        topic=topic,
+        messages=consumed,
+        bytes=consumed_bytes,
+        seconds=seconds,
+        latency_kind="commit round trip",
+        latency_ms=percentiles_ms(commit_latencies),
+        client_cpu_s_per_million=cpu / max(count, 1) * 1e6,
+        checks=checks,
         notes=[f"group {group_id}; first message {started - subscribed:.2f}s after subscribe"],
     )
 
 
-def run_e2e(bootstrap: str, topic: str, count: int, pool: ValuePool, *, acks: str = "1",
-            compression: str = "none", rate: float = 0.0, extra: dict[str, str] | None = None,
-            progress: Progress = lambda n: None) -> BenchResult:
+def run_e2e(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    pool: ValuePool,
+    *,
+    acks: str = "1",
+    compression: str = "none",
+    rate: float = 0.0,
+    extra: dict[str, str] | None = None,
+    progress: Progress = lambda n: None,
+) -> BenchResult:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     if min(len(v) for v in pool.values) < _STAMP.size:
         raise ToolError("e2e needs values of at least 8 bytes (--min-size 8)")
     start = {p: high for p, (_, high) in watermarks(bootstrap, topic).items()}
-    consumer = Consumer(base_config(bootstrap, **{
-        "group.id": f"tidelog-bench-e2e-{time.time_ns()}", "enable.auto.commit": False,
-        "fetch.wait.max.ms": 10,
-    }))
+    consumer = Consumer(
+        base_config(
+            bootstrap,
+            **{
+                "group.id": f"tidelog-bench-e2e-{time.time_ns()}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            },
+        )
+    )
     consumer.assign([TopicPartition(topic, p, offset) for p, offset in start.items()])
     deliveries = _Deliveries()
     producer = Producer(producer_config(bootstrap, acks, compression, extra or {}, deliveries))
@@ -352,10 +425,17 @@ def run_e2e(bootstrap: str, topic: str, count: int, pool: ValuePool, *, acks: st
         sender.join(IDLE_TIMEOUT_S)
         consumer.close()
     return BenchResult(
-        mode="e2e", topic=topic, messages=received, bytes=received_bytes, seconds=seconds,
-        latency_kind="send->receive", latency_ms=percentiles_ms(latencies),
+        mode="e2e",
+        topic=topic,
+        messages=received,
+        bytes=received_bytes,
+        seconds=seconds,
+        latency_kind="send->receive",
+        latency_ms=percentiles_ms(latencies),
         client_cpu_s_per_million=cpu / max(count, 1) * 1e6,
-        checks={"received == sent": received == count,
-                "acked == sent": deliveries.acked == count and deliveries.failed == 0,
-                "bytes == expected": received_bytes == pool.total_bytes(count)},
+        checks={
+            "received == sent": received == count,
+            "acked == sent": deliveries.acked == count and deliveries.failed == 0,
+            "bytes == expected": received_bytes == pool.total_bytes(count),
+        },
     )

@@ -65,16 +65,30 @@ def _ensure_topic(producer: Any, bootstrap: str, topic: str) -> list[int]:
 @click.command("produce")
 @click.argument("topic")
 @bootstrap_option
-@click.option("--file", "file_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Read lines from this file instead of stdin.")
+@click.option(
+    "--file",
+    "file_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Read lines from this file instead of stdin.",
+)
 @click.option("--key-separator", help="Split each line into key and value at the first SEP.")
-@click.option("--header", "headers", multiple=True, metavar="K=V",
-              help="Header added to every message (repeatable).")
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="K=V",
+    help="Header added to every message (repeatable).",
+)
 @click.option("--acks", type=click.Choice(["0", "1", "all", "-1"]), default="1", show_default=True)
 @click.option("--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True)
 @click.option("--partition", type=int, default=None, help="Write to this partition only.")
-@click.option("-X", "extra", multiple=True, metavar="KEY=VALUE",
-              help="Extra librdkafka producer setting (repeatable).")
+@click.option(
+    "-X",
+    "extra",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra librdkafka producer setting (repeatable).",
+)
 def produce_command(
     topic: str,
     bootstrap: str,
@@ -94,10 +108,14 @@ def produce_command(
         raise click.BadParameter("must not be empty", param_hint="'--key-separator'")
     separator = key_separator.encode() if key_separator is not None else None
     check_reachable(bootstrap)
-    producer = Producer(base_config(
-        bootstrap, acks=acks, **{"compression.type": compression, "linger.ms": 5},
-        **parse_properties(extra, "-X"),
-    ))
+    producer = Producer(
+        base_config(
+            bootstrap,
+            acks=acks,
+            **{"compression.type": compression, "linger.ms": 5},
+            **parse_properties(extra, "-X"),
+        )
+    )
     partitions = _ensure_topic(producer, bootstrap, topic)
     if partition is not None and partition not in partitions:
         raise ToolError(f"topic {topic!r} has no partition {partition}")
@@ -116,8 +134,12 @@ def produce_command(
     stream: BinaryIO = file_path.open("rb") if file_path else sys.stdin.buffer
     total_bytes = file_path.stat().st_size if file_path else None
     progress = Progress(
-        TextColumn("producing"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-        console=stderr, transient=True,
+        TextColumn("producing"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=stderr,
+        transient=True,
         disable=total_bytes is None or not stderr.is_terminal,
     )
     sent = 0
@@ -132,11 +154,12 @@ def produce_command(
                 if separator is not None:
                     key, found, value = line.partition(separator)
                     if not found:
-                        raise ToolError(
-                            f"line {number} has no key separator {key_separator!r}"
-                        )
-                kwargs: dict[str, Any] = {"key": key, "headers": header_list or None,
-                                          "on_delivery": on_delivery}
+                        raise ToolError(f"line {number} has no key separator {key_separator!r}")
+                kwargs: dict[str, Any] = {
+                    "key": key,
+                    "headers": header_list or None,
+                    "on_delivery": on_delivery,
+                }
                 if partition is not None:
                     kwargs["partition"] = partition
                 while True:
@@ -156,9 +179,10 @@ def produce_command(
             stream.close()
     elapsed = time.perf_counter() - started
     if remaining:
-        raise ToolError(f"{remaining} of {sent} messages still unacknowledged after "
-                        f"{FLUSH_TIMEOUT_S:g}s (is the broker at {bootstrap} healthy?)")
+        raise ToolError(
+            f"{remaining} of {sent} messages still unacknowledged after "
+            f"{FLUSH_TIMEOUT_S:g}s (is the broker at {bootstrap} healthy?)"
+        )
     if outcome["failed"]:
-        raise ToolError(f"{outcome['failed']} of {sent} messages failed: "
-                        f"{first_error[0]}")
+        raise ToolError(f"{outcome['failed']} of {sent} messages failed: {first_error[0]}")
     stderr.print(f"produced {outcome['delivered']:,} messages to {topic} in {elapsed:.2f}s")

@@ -30,7 +30,12 @@ from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kazoo.protocol.states import KazooState, WatchedEvent
 
 from tidelog.cluster import placement
-from tidelog.cluster.zk_layout import BrokerRegistration, TopicAssignment, new_topic_id
+from tidelog.cluster.zk_layout import (
+    BrokerRegistration,
+    PartitionState,
+    TopicAssignment,
+    new_topic_id,
+)
 from tidelog.cluster.zk_store import (
     ControllerFence,
     ControllerMovedError,
@@ -41,6 +46,7 @@ from tidelog.cluster.zk_store import (
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.types import TopicPartition
 
+State = PartitionState | None
 MAX_WRITE_ATTEMPTS = 5
 """Re-read-and-retry bound when a leader's ISR write races the controller's."""
 
@@ -270,16 +276,18 @@ class ClusterMember:
         live = set(self._live) - set(exclude)
         changes = []
         for tp in sorted(partitions):
-            change = self._write_with_retry(
-                tp,
-                lambda current, tp=tp: placement.reconcile_partition(
+            replicas = self._replicas(tp)
+
+            def decide(current: VersionedState, replicas: tuple[int, ...] = replicas) -> State:
+                return placement.reconcile_partition(
                     current.state,
-                    self._replicas(tp),
+                    replicas,
                     live,
                     controller_epoch=self._epoch(),
                     unclean_leader_election_enable=self._unclean,
-                ),
-            )
+                )
+
+            change = self._write_with_retry(tp, decide)
             if change is not None:
                 changes.append(change)
         return changes
@@ -287,7 +295,7 @@ class ClusterMember:
     def _write_with_retry(
         self,
         tp: TopicPartition,
-        decide: Callable[[VersionedState], placement.PartitionState | None],
+        decide: Callable[[VersionedState], State],
     ) -> PartitionChange | None:
         """Decide on the cached state and write conditionally; on a version conflict (a
         leader changed the ISR meanwhile) re-read and decide again."""
@@ -300,9 +308,7 @@ class ClusterMember:
             if new_state is None:
                 return None
             try:
-                version = self.store.write_partition_state(
-                    fence, tp, new_state, current.zk_version
-                )
+                version = self.store.write_partition_state(fence, tp, new_state, current.zk_version)
             except ControllerMovedError:
                 self._resign()
                 raise
@@ -414,12 +420,14 @@ class ClusterMember:
         targets = sorted(self._states) if partitions is None else sorted(partitions)
         changes = []
         for tp in targets:
-            change = self._write_with_retry(
-                tp,
-                lambda current, tp=tp: placement.elect_preferred(
-                    current.state, self._replicas(tp), live, controller_epoch=self._epoch()
-                ),
-            )
+            replicas = self._replicas(tp)
+
+            def decide(current: VersionedState, replicas: tuple[int, ...] = replicas) -> State:
+                return placement.elect_preferred(
+                    current.state, replicas, live, controller_epoch=self._epoch()
+                )
+
+            change = self._write_with_retry(tp, decide)
             if change is not None:
                 changes.append(change)
         return changes

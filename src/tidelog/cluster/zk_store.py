@@ -115,9 +115,7 @@ class ZkStore:
                 data, stat = self.client.get(layout.broker_path(broker_id))
             except NoNodeError:
                 continue  # died between the listing and the read
-            brokers[broker_id] = LiveBroker(
-                BrokerRegistration.decode(broker_id, data), stat.czxid
-            )
+            brokers[broker_id] = LiveBroker(BrokerRegistration.decode(broker_id, data), stat.czxid)
         return brokers
 
     # ------------------------------------------------------------ controller

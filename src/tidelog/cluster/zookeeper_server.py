@@ -184,8 +184,7 @@ class ZooKeeperServer:
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 raise ZooKeeperServerError(
-                    f"ZooKeeper exited with status {self._process.returncode}: "
-                    f"{self._log_tail()}"
+                    f"ZooKeeper exited with status {self._process.returncode}: {self._log_tail()}"
                 )
             try:
                 if four_letter_word(self.config.port, "ruok", timeout_s=0.5) == "imok":
