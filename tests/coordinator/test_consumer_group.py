@@ -16,6 +16,7 @@ from tidelog.coordinator.messages import (
     ConsumerGroupHeartbeatResponse,
     GroupConfig,
     OffsetCommitRequest,
+    Result,
 )
 from tidelog.coordinator.records import TopicPartitions
 from tidelog.errors import ErrorCode
@@ -252,3 +253,15 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
 
 TestConsumerGroupMachine = ConsumerGroupMachine.TestCase
 TestConsumerGroupMachine.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
+
+
+def test_empty_consumer_group_is_deleted_once_its_offsets_expire() -> None:
+    h = Harness(GroupConfig(offsets_retention_ms=1000))
+    beat(h, 0, "a", 0)
+    commit = OffsetCommitRequest("cg", (CommitPartition("t", 0, 1),), 1, "a")
+    h.run(h.shard.offset_commit(commit, 10))
+    assert h.shard.expire_offsets(5000) == []  # an active member still consumes "t"
+    beat(h, 20, "a", -1)
+    h.run(Result(records=h.shard.expire_offsets(5000)))
+    assert "cg" not in h.shard.groups and not h.shard.offsets.has_offsets("cg")
+    assert persisted_view(h.reloaded()) == persisted_view(h.shard)

@@ -7,7 +7,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .test_rebalance_clients import GROUP_SETTINGS
@@ -81,4 +82,6 @@ def test_seed_client_flow(broker_factory: BrokerFactory) -> None:
     consumer.seek(wanted[0])
     message = consumer.poll(10)
     assert message is not None and message.offset() == 70 and message.value() == b"value-70"
+    with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
+        consumer.commit(offsets=[TopicPartition("no-such-topic", 0, 5)], asynchronous=False)
     consumer.close()

@@ -1,8 +1,8 @@
 """A streaming job run as its own process by test_spark_stream.py (so a test can SIGKILL it).
 
-usage: stream_job.py BOOTSTRAP TOPIC CHECKPOINT OUTPUT MODE
-MODE "loop": small micro-batches (maxOffsetsPerTrigger) forever, each batch slowed down so a
-kill lands mid-batch; "drain": Trigger.AvailableNow, then exit.
+usage: stream_job.py BOOTSTRAP TOPIC CHECKPOINT OUTPUT
+Small micro-batches (maxOffsetsPerTrigger) forever, each batch slowed down so that a kill
+lands mid-batch.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tidelog.spark
 
 
 def main() -> None:
-    bootstrap, topic, checkpoint, output, mode = sys.argv[1:6]
+    bootstrap, topic, checkpoint, output = sys.argv[1:5]
     spark = (SparkSession.builder.master("local[2]").appName("tidelog-stream-job")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .getOrCreate())
@@ -38,12 +38,7 @@ def main() -> None:
     frame = source.select("partition", "offset", slow("value").alias("value"))
     writer = (frame.writeStream.format("parquet").option("path", output)
               .option("checkpointLocation", checkpoint))
-    if mode == "drain":
-        writer.trigger(availableNow=True).start().awaitTermination()
-    else:
-        print("started", flush=True)
-        writer.trigger(processingTime="100 milliseconds").start().awaitTermination()
-    spark.stop()
+    writer.trigger(processingTime="100 milliseconds").start().awaitTermination()
 
 
 if __name__ == "__main__":

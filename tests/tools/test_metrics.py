@@ -269,3 +269,18 @@ def test_consumer_lag_per_group_and_partition(tool_broker: ToolBroker) -> None:
     assert value(parsed, "tidelog_consumer_group_committed_offset", **labels) == 25
     assert value(parsed, "tidelog_consumer_group_lag", **labels) == 15
     assert sum(v for (name, _), v in parsed.items() if name == "tidelog_consumer_groups") >= 1
+
+
+def test_fetch_partition_errors_are_counted(tool_broker: ToolBroker) -> None:
+    topic = "metrics-errors"
+    run_tool("produce", topic, "-b", tool_broker.bootstrap, stdin=b"a\nb\n")
+    key = (
+        "tidelog_request_errors_total",
+        frozenset({("api", "Fetch"), ("error", "OFFSET_OUT_OF_RANGE")}),
+    )
+    before = samples(tool_broker.get("/metrics")[1]).get(key, 0)
+    beyond = run_tool(
+        "consume", topic, "-b", tool_broker.bootstrap, "--offset", "1000", "--timeout-ms", "1500"
+    )
+    assert beyond.returncode == 0, beyond.stderr
+    assert samples(tool_broker.get("/metrics")[1])[key] > before

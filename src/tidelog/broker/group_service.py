@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("tidelog.broker.groups")
 OFFSETS_TOPIC = "__consumer_offsets"
 READ_CHUNK_BYTES = 4 * 1024 * 1024
+SHUTDOWN_SIGNAL = TopicPartition("__group_coordinator_shutdown", -1)  # never appended to
+SHUTDOWN_WAIT_MS = 10 * 365 * 24 * 3600 * 1000
 T = TypeVar("T")
 
 
@@ -60,6 +62,11 @@ class GroupService:
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._waiter_ids = itertools.count(1)
         self._retention_handle: asyncio.TimerHandle | None = None
+        # Shutdown signal: the broker wakes every append waiter when it starts closing; parked
+        # JoinGroup/SyncGroup requests then answer NOT_COORDINATOR instead of holding the drain.
+        self._closing = asyncio.ensure_future(
+            broker.append_waiters.wait([SHUTDOWN_SIGNAL], SHUTDOWN_WAIT_MS)
+        )
         self.partitions = self._ensure_topic()
         now_ms = clock.now_ms()
         for partition in range(self.partitions):
@@ -134,7 +141,11 @@ class GroupService:
             self._complete(result.completions)
             if result.response is not None:
                 return result.response
-            response: T = await future
+            if not self.broker.closing:
+                await asyncio.wait({future, self._closing}, return_when=asyncio.FIRST_COMPLETED)
+            if not future.done():
+                raise KafkaError(ErrorCode.NOT_COORDINATOR, "the broker is shutting down")
+            response: T = future.result()
             return response
         finally:
             self._waiters.pop(waiter_id, None)
@@ -240,6 +251,7 @@ class GroupService:
         return GroupStats(states, tuple(offsets))
 
     def close(self) -> None:
+        self._closing.cancel()
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()

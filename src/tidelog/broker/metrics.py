@@ -18,7 +18,8 @@ Exposed families (all prefixed `tidelog_`):
     messages_out_total{topic,partition}         counter  records served (fetch; whole batches)
     bytes_out_total{topic,partition}            counter  record-batch bytes served
     requests_total{api}                         counter  requests handled, per Kafka API
-    request_errors_total{api,error}             counter  requests answered with an error
+    request_errors_total{api,error}             counter  top-level errors, and per-partition
+                                                         errors of Produce and Fetch
     request_latency_seconds{api}                histogram  receipt -> response queued
     fsync_latency_seconds                       histogram  sync-mode append -> its fsync done
                                                          (includes waiting for the shared
@@ -333,7 +334,9 @@ class _Collector:
             requests.add_metric((api_name(api_key),), count)
         yield requests
         errors = CounterMetricFamily(
-            "tidelog_request_errors", "Requests answered with an error.", labels=("api", "error")
+            "tidelog_request_errors",
+            "Errors answered (top-level; per partition for Produce, Fetch).",
+            labels=("api", "error"),
         )
         for (api_key, error), count in sorted(m.errors.items()):
             errors.add_metric((api_name(api_key), error), count)

@@ -31,6 +31,8 @@ from tidelog.cli.client import (
     topic_partitions,
 )
 
+JOIN_TIMEOUT_S = 60.0
+
 
 def _text(data: bytes | None) -> Any:
     if data is None:
@@ -169,9 +171,16 @@ def consume_command(
                 raise ToolError(f"topic {topic!r} has no partition {partition}")
             partitions = [partition]
         explicit_start = offset is not None or timestamp_ms is not None
+        idle_s = timeout_ms / 1000 if timeout_ms else None
+        # --timeout-ms counts from the assignment: a group join may take seconds
+        # (group.initial.rebalance.delay.ms) before the first message can arrive.
+        idle_deadline: list[float | None] = [None]
+        joined = time.monotonic()
         if group and partition is None:
 
             def on_assign(c: Any, assigned: list[Any]) -> None:
+                if idle_s is not None:
+                    idle_deadline[0] = time.monotonic() + idle_s
                 if explicit_start:
                     c.assign(
                         _start_offsets(
@@ -189,12 +198,18 @@ def consume_command(
             consumer.assign(
                 _start_offsets(consumer, topic, partitions, offset, timestamp_ms, from_beginning)
             )
-        idle_deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+            if idle_s is not None:
+                idle_deadline[0] = time.monotonic() + idle_s
         while max_messages is None or count < max_messages:
             message = consumer.poll(0.2)
             if message is None:
-                if idle_deadline is not None and time.monotonic() >= idle_deadline:
+                deadline = idle_deadline[0]
+                if deadline is not None and time.monotonic() >= deadline:
                     break
+                if deadline is None and idle_s and time.monotonic() - joined > JOIN_TIMEOUT_S:
+                    raise ToolError(
+                        f"no partitions assigned in group {group!r} after {JOIN_TIMEOUT_S:g}s"
+                    )
                 continue
             error = message.error()
             if error is not None:
@@ -205,8 +220,8 @@ def consume_command(
                 continue
             printer.write(message)
             count += 1
-            if timeout_ms:
-                idle_deadline = time.monotonic() + timeout_ms / 1000
+            if idle_s is not None:
+                idle_deadline[0] = time.monotonic() + idle_s
         printer.flush()
     except KeyboardInterrupt:
         printer.flush()

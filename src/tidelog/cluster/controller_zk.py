@@ -2,10 +2,9 @@
 
 Blocking (kazoo, synchronous); run on a thread of its own, never on the event loop.
 
-Event flow: kazoo calls our watchers on its own thread; they only mark an event pending in
-`_Inbox` (a set, so it is bounded and repeated triggers coalesce: every event means "re-read
-that part of ZooKeeper"). `process_events()` runs the handlers on the caller's thread, which
-makes every step testable without timing games.
+Event flow: kazoo calls our watchers on its own thread; they only mark an event pending in an
+`events.EventInbox`. `process_events()` runs the handlers on the caller's thread, which makes
+every step testable without timing games.
 
 Controller duties (Kafka's KafkaController in ZooKeeper mode):
 - election: `/controller` (ephemeral) created and `/controller_epoch` bumped in one multi-op;
@@ -18,22 +17,28 @@ Every controller write is fenced by `/controller_epoch`'s version (zk_store.Cont
 
 from __future__ import annotations
 
-import enum
+import logging
 import random
-import threading
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    NoNodeError,
+    SessionExpiredError,
+)
 from kazoo.protocol.states import KazooState, WatchedEvent
 
 from tidelog.cluster import placement
+from tidelog.cluster import zk_layout as layout
+from tidelog.cluster.events import ControllerEvent, EventInbox, PartitionChange
 from tidelog.cluster.zk_layout import (
     BrokerRegistration,
     PartitionState,
     TopicAssignment,
+    ZkLayoutError,
     new_topic_id,
 )
 from tidelog.cluster.zk_store import (
@@ -46,51 +51,10 @@ from tidelog.cluster.zk_store import (
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.types import TopicPartition
 
+_log = logging.getLogger(__name__)
 State = PartitionState | None
 MAX_WRITE_ATTEMPTS = 5
 """Re-read-and-retry bound when a leader's ISR write races the controller's."""
-
-
-class ControllerEvent(enum.Enum):
-    """What changed in ZooKeeper; handled in this (declaration) order."""
-
-    SESSION_LOST = "our session expired: ephemerals are gone, register again"
-    CONTROLLER_CHANGE = "/controller was created or deleted"
-    BROKER_CHANGE = "children of /brokers/ids changed"
-    TOPIC_CHANGE = "children of /brokers/topics changed"
-    ISR_CHANGE = "a leader wrote an ISR change notification"
-    TOPIC_DELETION = "a topic deletion was requested"
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionChange:
-    """A partition state this controller wrote (what brokers must act on)."""
-
-    tp: TopicPartition
-    state: VersionedState
-
-
-class _Inbox:
-    """Pending events, coalesced. Filled by kazoo's thread, drained by process_events()."""
-
-    def __init__(self) -> None:
-        self._pending: set[ControllerEvent] = set()
-        self._ready = threading.Condition()
-
-    def put(self, event: ControllerEvent) -> None:
-        with self._ready:
-            self._pending.add(event)
-            self._ready.notify_all()
-
-    def take_all(self) -> list[ControllerEvent]:
-        with self._ready:
-            events = [e for e in ControllerEvent if e in self._pending]
-            self._pending.clear()
-            return events
-
-    def wait(self, timeout_s: float) -> bool:
-        with self._ready:
-            return self._ready.wait_for(lambda: bool(self._pending), timeout_s)
 
 
 def _wall_clock_ms() -> int:
@@ -101,7 +65,8 @@ class ClusterMember:
     """A broker's registration plus controller candidacy over one started KazooClient.
 
     The caller owns the client (starts and stops it) and calls `process_events()` whenever
-    `wait_for_events()` says something changed.
+    `wait_for_events()` says something changed. Call every method from one thread (the
+    member's own); only the kazoo watchers run elsewhere, and they touch just the inbox.
     """
 
     def __init__(
@@ -119,7 +84,7 @@ class ClusterMember:
         self._unclean = unclean_leader_election_enable
         self._rng = rng or random.Random()
         self._clock_ms = clock_ms
-        self._inbox = _Inbox()
+        self._inbox = EventInbox()
         self._fence: ControllerFence | None = None
         self._broker_epoch: int | None = None
         self._live: dict[int, LiveBroker] = {}
@@ -128,21 +93,22 @@ class ClusterMember:
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self) -> None:
-        """Register this broker, watch ZooKeeper, and stand for controller."""
+    def start(self) -> list[PartitionChange]:
+        """Register this broker, watch ZooKeeper, and stand for controller; returns the
+        partition states written if this broker won and repaired the cluster on failover."""
         self.store.ensure_paths()
         self._broker_epoch = self.store.register_broker(self._registration)
         client = self.store.client
         client.add_listener(self._on_session_state)
-        client.DataWatch("/controller", self._on_controller_znode)
+        client.DataWatch(layout.CONTROLLER_PATH, self._on_controller_znode)
         for path, event in (
-            ("/brokers/ids", ControllerEvent.BROKER_CHANGE),
-            ("/brokers/topics", ControllerEvent.TOPIC_CHANGE),
-            ("/isr_change_notification", ControllerEvent.ISR_CHANGE),
-            ("/admin/delete_topics", ControllerEvent.TOPIC_DELETION),
+            (layout.BROKER_IDS_PATH, ControllerEvent.BROKER_CHANGE),
+            (layout.TOPICS_PATH, ControllerEvent.TOPIC_CHANGE),
+            (layout.ISR_CHANGE_NOTIFICATION_PATH, ControllerEvent.ISR_CHANGE),
+            (layout.DELETE_TOPICS_PATH, ControllerEvent.TOPIC_DELETION),
         ):
             client.ChildrenWatch(path, self._children_watcher(event), send_event=True)
-        self._elect()
+        return self._elect()
 
     def _on_session_state(self, state: KazooState) -> None:
         if state == KazooState.LOST:
@@ -206,6 +172,13 @@ class ClusterMember:
                 self._inbox.put(event)
             except ControllerMovedError:
                 self._resign()
+            except ConnectionClosedError:
+                self._resign()  # the owner stopped the client: this broker is leaving
+                break
+            except ZkLayoutError as exc:
+                # A malformed znode (written by hand or by a foreign tool): retrying cannot
+                # fix it, and the controller must keep serving the other partitions.
+                _log.error("controller event %s skipped: %s", event.name, exc)
         return changes
 
     def _handle(self, event: ControllerEvent) -> list[PartitionChange]:
@@ -232,7 +205,19 @@ class ClusterMember:
     # ------------------------------------------------------------ election and failover
 
     def _elect(self) -> list[PartitionChange]:
-        if self._fence is not None or self.store.controller_id() is not None:
+        if self._fence is not None:
+            return []
+        active = self.store.controller_id()
+        if active == self.broker_id:
+            # Our /controller znode (this session's) but no fence: the election's reply was
+            # lost with the connection. /controller and the epoch bump are created together
+            # and nobody else can bump while the znode exists, so the current epoch is ours.
+            current = self.store.controller_epoch()
+            if current is None:
+                return []
+            self._fence = ControllerFence(self.broker_id, *current)
+            return self._on_failover()
+        if active is not None:
             return []
         try:
             self._fence = self.store.register_controller(self.broker_id, self._clock_ms())
@@ -371,25 +356,37 @@ class ClusterMember:
         for gone in set(self._assignments) - topics:
             self._forget_topic(gone)
         for topic in sorted(topics - set(self._assignments)):
-            assignment = self.store.topic_assignment(topic)
-            if assignment is None:
-                continue
-            self._assignments[topic] = assignment
-            missing = {}
-            for p, replicas in assignment.partitions.items():
-                tp = TopicPartition(topic, p)
-                current = self.store.partition_state(tp)
-                if current is not None:
-                    self._states[tp] = current
-                elif set(replicas) & set(self._live):
-                    missing[p] = placement.initial_state(
-                        replicas, self._live, controller_epoch=fence.epoch
-                    )
-            if missing:
-                written = self.store.create_partition_states(fence, topic, missing)
-                for p, state in written.items():
-                    self._states[TopicPartition(topic, p)] = state
-                    changes.append(PartitionChange(TopicPartition(topic, p), state))
+            try:
+                changes.extend(self._load_topic(fence, topic))
+            except NoNodeError:
+                continue  # deleted while we read it
+            except ZkLayoutError as exc:
+                # One unreadable topic must not keep the others from being served.
+                _log.error("topic %s skipped: %s", topic, exc)
+        return changes
+
+    def _load_topic(self, fence: ControllerFence, topic: str) -> list[PartitionChange]:
+        assignment = self.store.topic_assignment(topic)
+        if assignment is None:
+            return []
+        missing = {}
+        loaded = {}
+        for p, replicas in assignment.partitions.items():
+            tp = TopicPartition(topic, p)
+            current = self.store.partition_state(tp)
+            if current is not None:
+                loaded[tp] = current
+            elif set(replicas) & set(self._live):
+                missing[p] = placement.initial_state(
+                    replicas, self._live, controller_epoch=fence.epoch
+                )
+        written = self.store.create_partition_states(fence, topic, missing) if missing else {}
+        self._assignments[topic] = assignment
+        self._states.update(loaded)
+        changes = []
+        for p, state in written.items():
+            self._states[TopicPartition(topic, p)] = state
+            changes.append(PartitionChange(TopicPartition(topic, p), state))
         return changes
 
     def _on_isr_change(self) -> None:

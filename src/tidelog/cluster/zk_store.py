@@ -319,7 +319,7 @@ class ZkStore:
         On success an ISR-change notification tells the controller to refresh.
         """
         try:
-            stat = self.client.set_data(layout.partition_state_path(tp), state.encode(), zk_version)
+            stat = self.client.set(layout.partition_state_path(tp), state.encode(), zk_version)
         except (BadVersionError, NoNodeError):
             return None
         self.client.create(

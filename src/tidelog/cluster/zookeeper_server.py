@@ -256,10 +256,20 @@ def stop_from_pid_file(data_dir: Path, timeout_s: float = 10.0) -> bool:
         return False
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+    while time.monotonic() < deadline and _running(pid):
         time.sleep(_PROBE_INTERVAL_S)
-    if Path(f"/proc/{pid}").exists():
+    if _running(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     pid_file.unlink(missing_ok=True)
     return True
+
+
+def _running(pid: int) -> bool:
+    """True while the process exists and is not a zombie awaiting its parent's wait()."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text("ascii", "replace")
+    except OSError:
+        return False
+    # Field 3 (after the parenthesised command name, which may hold spaces) is the state.
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]

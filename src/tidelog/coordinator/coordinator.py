@@ -318,6 +318,8 @@ class GroupCoordinatorShard:
                 and group.state is GroupState.EMPTY
             ):
                 records.append(CoordinatorRecord(GroupMetadataKey(group_id), None))
+            elif remaining == 0 and isinstance(group, ConsumerGroup) and not group.members:
+                records.extend(consumer_heartbeat.delete_records(group))
         return records
 
     # ------------------------------------------------------------ admin

@@ -96,7 +96,9 @@ def _read_all(
                 min_one_batch=total == 0,
             )
         except KafkaError as error:
-            errors = True
+            errors = True  # answered at once, so each error is counted once
+            if broker.metrics is not None:
+                broker.metrics.record_error(FETCH, error.code.name)
             log_start = -1
             if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 log_start = broker.partition_log(item.name, item.partition).log_start_offset

@@ -186,31 +186,44 @@ async def handle_leave_group(broker: Broker, context: RequestContext, request: A
 async def handle_offset_commit(broker: Broker, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     retention = getattr(request, "retention_time", None)
+    known: list[CommitPartition] = []
+    unknown: list[tuple[str, int, ErrorCode]] = []
+    for topic in request.topics:
+        info = broker.topics.get(topic.name)
+        for p in topic.partitions:
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                # As Kafka's KafkaApis: commits for partitions that do not exist are refused.
+                unknown.append(
+                    (topic.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                )
+                continue
+            known.append(
+                CommitPartition(
+                    topic.name,
+                    p.partition_index,
+                    p.committed_offset,
+                    getattr(p, "committed_leader_epoch", -1),
+                    p.committed_metadata,
+                )
+            )
     message = OffsetCommitRequest(
         group_id=request.group_id,
-        partitions=tuple(
-            CommitPartition(
-                topic.name,
-                p.partition_index,
-                p.committed_offset,
-                getattr(p, "committed_leader_epoch", -1),
-                p.committed_metadata,
-            )
-            for topic in request.topics
-            for p in topic.partitions
-        ),
+        partitions=tuple(known),
         generation_id=request.generation_id_or_member_epoch,
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
         retention_time_ms=-1 if retention is None else _ms(retention),
         api_version=version,
     )
-    answer = await service(broker).run(
-        message.group_id, lambda shard, _: shard.offset_commit(message, clock.now_ms())
-    )
+    outcomes = list(unknown)
+    if known:
+        answer = await service(broker).run(
+            message.group_id, lambda shard, _: shard.offset_commit(message, clock.now_ms())
+        )
+        outcomes.extend(answer.partitions)
     module = classes(OFFSET_COMMIT, version)
     by_topic: dict[str, list[Any]] = {}
-    for topic, partition, error in answer.partitions:
+    for topic, partition, error in outcomes:
         by_topic.setdefault(topic, []).append(
             responses.build(
                 module.OffsetCommitResponsePartition, partition_index=partition, error_code=error

@@ -64,6 +64,8 @@ async def handle_produce(
                 result = partition_log.append(split_batches(partition.records), now_ms=now_ms)
             except KafkaError as error:
                 log.debug("produce %s-%d: %s", topic.name, partition.index, error)
+                if broker.metrics is not None:
+                    broker.metrics.record_error(PRODUCE, error.code.name)
                 fields.update(error_code=error.code, error_message=error.message or None)
             else:
                 fields.update(
