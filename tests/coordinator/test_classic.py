@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tidelog.coordinator.group import TRANSITIONS, GroupState, parse_subscription_topics
 from tidelog.coordinator.messages import (
+    HEARTBEAT_TIMER,
     CommitPartition,
     GroupConfig,
     HeartbeatRequest,
@@ -15,6 +16,7 @@ from tidelog.coordinator.messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
     SyncGroupResponse,
+    TimerRequest,
 )
 from tidelog.errors import ErrorCode
 
@@ -244,3 +246,15 @@ def test_subscription_parsing() -> None:
     assert parse_subscription_topics(subscription("a", "bb")) == ["a", "bb"]
     assert parse_subscription_topics(b"\x00") is None
     assert parse_subscription_topics(b"\x00\x00\x00\x00\x00\x05\x00\x09ab") is None
+
+
+def test_a_timer_firing_early_is_rearmed_not_lost() -> None:
+    h = Harness()
+    stable_group_of_one(h)
+    key = (HEARTBEAT_TIMER, "g", "a")
+    deadline = h.timers[key]
+    early = h.shard.on_timer(key, h.topics, deadline - 1)
+    assert early.timers == [TimerRequest(key, deadline)] and not early.records
+    assert h.shard.describe_group("g").state == "Stable"
+    h.run(h.shard.on_timer(key, h.topics, deadline))
+    assert h.shard.describe_group("g").state == "Empty"

@@ -265,3 +265,12 @@ def test_empty_consumer_group_is_deleted_once_its_offsets_expire() -> None:
     h.run(Result(records=h.shard.expire_offsets(5000)))
     assert "cg" not in h.shard.groups and not h.shard.offsets.has_offsets("cg")
     assert persisted_view(h.reloaded()) == persisted_view(h.shard)
+
+
+def test_an_early_session_timer_is_rearmed() -> None:
+    h = Harness(CONFIG)
+    beat(h, 0, "a", 0)
+    key = (SESSION_TIMER, "cg", "a")
+    early = h.shard.on_timer(key, h.topics, CONFIG.consumer_session_timeout_ms - 1)
+    assert [t.deadline_ms for t in early.timers] == [CONFIG.consumer_session_timeout_ms]
+    assert "a" in group(h).members

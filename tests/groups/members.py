@@ -194,6 +194,7 @@ class KafkaPythonMember(Member):
         from kafka import KafkaConsumer
         from kafka.consumer.subscription_state import ConsumerRebalanceListener
         from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+        from kafka.errors import KafkaError as KafkaPythonError
 
         ledger, name = self.ledger, self.name
 
@@ -223,7 +224,7 @@ class KafkaPythonMember(Member):
                     self.ledger.record(values)
                     try:
                         consumer.commit()
-                    except Exception:  # CommitFailedError during a rebalance
+                    except KafkaPythonError:  # CommitFailedError during a rebalance
                         pass
         finally:
             self.ledger.release_all(self.name)

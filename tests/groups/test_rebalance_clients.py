@@ -25,6 +25,7 @@ GROUP_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.session.timeout.ms": "6000",
+    "offsets.topic.num.partitions": "3",  # groups spread over several coordinator shards
 }
 _topics = itertools.count()
 

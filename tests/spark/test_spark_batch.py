@@ -79,3 +79,12 @@ def test_min_partitions(spark, bootstrap, new_topic) -> None:  # type: ignore[no
 def test_bad_options_fail_on_the_driver(spark, bootstrap) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(Exception, match="not allowed in a batch query"):
         reader(spark, bootstrap, subscribe="x", startingOffsets="latest").collect()
+
+
+def test_subscribe_pattern(spark, bootstrap, new_topic) -> None:  # type: ignore[no-untyped-def]
+    first, second = new_topic(), new_topic()
+    produce(bootstrap, first, 5)
+    produce(bootstrap, second, 7)
+    frame = reader(spark, bootstrap, subscribePattern=f"({first}|{second})")
+    counts = {r.topic: r["count"] for r in frame.groupBy("topic").count().collect()}
+    assert counts == {first: 5, second: 7}

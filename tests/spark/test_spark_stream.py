@@ -99,6 +99,10 @@ def test_fail_on_data_loss(spark, bootstrap, new_topic, tmp_path) -> None:  # ty
     assert sorted(r.offset for r in rows) == list(range(30, 40))
 
 
+def _batches(log_dir: Path) -> int:
+    return len([f for f in os.listdir(log_dir) if f.isdigit()]) if log_dir.exists() else 0
+
+
 def test_sigkill_mid_batch_then_restart(spark, bootstrap, new_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
     topic = new_topic(partitions=2)
     produce(bootstrap, topic, 200, partitions=2)
@@ -108,22 +112,21 @@ def test_sigkill_mid_batch_then_restart(spark, bootstrap, new_topic, tmp_path) -
     process = subprocess.Popen(job, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        commits = checkpoint / "commits"
         deadline = time.monotonic() + 120
-        # Wait until a few batches are committed, then kill while the next one runs.
+        # Kill once two batches are committed and the next one is planned but not committed:
+        # its offsets are in the offset log and its rows may be partly written.
         while time.monotonic() < deadline:
-            if commits.exists() and len([f for f in os.listdir(commits) if f.isdigit()]) >= 2:
+            committed, planned = _batches(checkpoint / "commits"), _batches(checkpoint / "offsets")
+            if committed >= 2 and planned > committed:
                 break
-            time.sleep(0.2)
+            time.sleep(0.05)
         else:
-            pytest.fail("the streaming job committed no batch in 120 s")
-        time.sleep(0.25)
+            pytest.fail("the streaming job did not reach its third batch in 120 s")
     finally:
         # The job's process group holds the Python driver, its JVM and Python workers.
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(30)
-    done = len([f for f in os.listdir(checkpoint / "commits") if f.isdigit()])
-    assert done < 10  # killed before the 200-row backlog was drained
+    assert _batches(checkpoint / "commits") < 10  # killed before the backlog was drained
     # Restart from the same checkpoint in this process (a stateless plan may drop the UDF).
     _drain(spark, bootstrap, topic, checkpoint, output, maxOffsetsPerTrigger="20")
     keys = _output_keys(spark, output)

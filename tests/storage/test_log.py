@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
 from tidelog.records.batch import RecordBatch, TimestampType, iter_batches
+from tidelog.records.builder import NewRecord, build_batch
 from tidelog.storage.config import LogConfig
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.segment import TRANSITIONS, SegmentState
@@ -200,7 +201,8 @@ def test_retention_by_time_and_size(tmp_path: Path) -> None:
             st.integers(0, 300),  # value size
             st.integers(0, 10_000),  # timestamp: not monotonic, like real producers
         ),
-        min_size=1, max_size=60,
+        min_size=1,
+        max_size=60,
     ),
     segment_bytes=st.integers(1800, 6000),
     interval=st.integers(0, 600),
@@ -217,13 +219,15 @@ def test_lookups_equal_linear_scan(
 ) -> None:
     directory = tmp_path_factory.mktemp("prop")
     config = LogConfig(
-        segment_bytes=segment_bytes, index_interval_bytes=interval,
+        segment_bytes=segment_bytes,
+        index_interval_bytes=interval,
         segment_index_bytes=index_bytes,
     )
     log = open_log(directory, config)
     for number, (count, size, timestamp) in enumerate(batches):
-        log.append([make_batch(count, value_size=size, timestamp_ms=timestamp, tag=number)],
-                   now_ms=0)
+        log.append(
+            [make_batch(count, value_size=size, timestamp_ms=timestamp, tag=number)], now_ms=0
+        )
     start = data.draw(st.integers(0, log.log_end_offset))
     log.delete_records_before(start)
 
@@ -318,3 +322,18 @@ def test_segment_lifecycle_table(tmp_path: Path) -> None:
         first.transition(SegmentState.ACTIVE)
     assert set(TRANSITIONS) == set(SegmentState)
     log.close()
+
+
+def test_compacted_log_refuses_keyless_records(tmp_path: Path) -> None:
+    config = LogConfig(cleanup_policy="compact")
+    log = PartitionLog(TopicPartition("compacted", 0), tmp_path / "compacted-0", config)
+    try:
+        keyed = build_batch([NewRecord(b"v", key=b"k")])
+        log.append([RecordBatch(keyed)], now_ms=0)
+        keyless = build_batch([NewRecord(b"v", key=b"k"), NewRecord(b"v2")])
+        with pytest.raises(KafkaError) as raised:
+            log.append([RecordBatch(keyless)], now_ms=0)
+        assert raised.value.code == ErrorCode.INVALID_RECORD
+        assert log.log_end_offset == 1  # nothing of the refused batch was written
+    finally:
+        log.close()

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -284,3 +285,23 @@ def test_fetch_partition_errors_are_counted(tool_broker: ToolBroker) -> None:
     )
     assert beyond.returncode == 0, beyond.stderr
     assert samples(tool_broker.get("/metrics")[1])[key] > before
+
+
+def test_serve_refuses_an_explicit_metrics_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        run = run_tool(
+            "serve",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            f"127.0.0.1:{port}",
+            timeout_s=60,
+        )
+    assert run.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port} for --metrics" in run.stderr
+    assert b"tidelog ready" not in run.stdout

@@ -44,7 +44,8 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     group_consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
-    log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (retention, flush.ms)
+    log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (flush.ms, cleaner)
+    log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
     log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
     raw: Mapping[str, str] = field(default_factory=dict)  # every Kafka-named setting given
 
@@ -83,7 +84,7 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", _parse_int),
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _parse_int),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _parse_int),
-    "log.retention.check.interval.ms": ("log_tick_interval_ms", _parse_int),
+    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _parse_int),
 }
 
 # Kafka's coarser spellings of some log settings, converted to the millisecond name.

@@ -40,7 +40,12 @@ class Broker:
         self.config = config
         self.cluster_id = load_or_create_cluster_id(config.data_dir, config.node_id)
         self.topics = TopicStore(config.data_dir)
-        self.logs = LogManager(config.data_dir, config.log, now_ms=clock.now_ms())
+        self.logs = LogManager(
+            config.data_dir,
+            config.log,
+            now_ms=clock.now_ms(),
+            retention_check_interval_ms=config.log_retention_check_interval_ms,
+        )
         self.producer_ids = ProducerIdAllocator(config.data_dir)
         self.append_waiters = AppendWaiters()
         self.groups = None

@@ -190,7 +190,10 @@ def broker_settings(config: BrokerConfig) -> dict[str, tuple[str, ConfigType]]:
         "group.max.session.timeout.ms": (str(config.group_max_session_timeout_ms), ConfigType.INT),
         "offsets.retention.minutes": (str(config.offsets_retention_minutes), ConfigType.INT),
         "offsets.topic.num.partitions": (str(config.offsets_topic_num_partitions), ConfigType.INT),
-        "log.retention.check.interval.ms": (str(config.log_tick_interval_ms), ConfigType.LONG),
+        "log.retention.check.interval.ms": (
+            str(config.log_retention_check_interval_ms),
+            ConfigType.LONG,
+        ),
     }
     for topic_name, value in config.log.to_properties().items():
         settings[TOPIC_CONFIG_NAMES[topic_name]] = (value, topic_config_type(topic_name))

@@ -142,16 +142,18 @@ def leave_group(
 
 
 def on_timer(group: ClassicGroup, key: TimerKey, config: GroupConfig, now_ms: int) -> Result[None]:
-    """A deadline armed earlier passed; stale timers (state moved on) change nothing."""
+    """A deadline armed earlier passed; stale timers (state moved on) change nothing.
+
+    A timer that fires before its deadline (clock granularity, a wall-clock step) is re-armed
+    for the deadline instead of being dropped."""
     result: Result[None] = Result()
     kind, _, member_id = key
     if kind == JOIN_TIMER:
         deadline = group.join_deadline_ms
-        if (
-            group.state is not GroupState.PREPARING_REBALANCE
-            or deadline is None
-            or now_ms < deadline
-        ):
+        if group.state is not GroupState.PREPARING_REBALANCE or deadline is None:
+            return result
+        if now_ms < deadline:
+            result.timers.append(TimerRequest(key, deadline))
             return result
         if (
             group.initial_delay_active
@@ -168,17 +170,20 @@ def on_timer(group: ClassicGroup, key: TimerKey, config: GroupConfig, now_ms: in
         complete_join(group, now_ms, result)
     elif kind == SYNC_TIMER:
         deadline = group.sync_deadline_ms
-        if (
-            group.state is GroupState.COMPLETING_REBALANCE
-            and deadline is not None
-            and now_ms >= deadline
-        ):
+        if group.state is not GroupState.COMPLETING_REBALANCE or deadline is None:
+            return result
+        if now_ms < deadline:
+            result.timers.append(TimerRequest(key, deadline))
+        else:
             for missing in sorted(group.pending_sync):
                 drop_member(group, missing, result)
             prepare_rebalance(group, config, now_ms, result)
     elif kind == HEARTBEAT_TIMER:
         member = group.members.get(member_id)
-        if member is None or now_ms < member.session_deadline_ms:
+        if member is None:
+            return result
+        if now_ms < member.session_deadline_ms:
+            result.timers.append(TimerRequest(key, member.session_deadline_ms))
             return result
         if member.join_waiter is not None or member.sync_waiter is not None:
             touch(group, member, now_ms, result)  # parked requests keep a member alive

@@ -91,9 +91,13 @@ def consumer_group_heartbeat(
 ) -> Result[ConsumerGroupHeartbeatResponse]:
     """One heartbeat. `deadlines` is the caller's ephemeral timer table (session, revocation)."""
     if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-        if request.member_id not in group.members:
+        leaving = group.members.get(request.member_id)
+        if leaving is None:
             return _error(ErrorCode.UNKNOWN_MEMBER_ID, "unknown member", request.member_id)
-        result = fence_member(group, request.member_id, topics, config, deadlines)
+        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and leaving.instance_id:
+            result = _static_leave(group, leaving)
+        else:
+            result = fence_member(group, request.member_id, topics, config, deadlines)
         result.response = ConsumerGroupHeartbeatResponse(
             ErrorCode.NONE, None, request.member_id, request.member_epoch
         )
@@ -113,9 +117,23 @@ def consumer_group_heartbeat(
                 return _error(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set")
             if len(group.members) >= config.consumer_max_size:
                 return _error(ErrorCode.GROUP_MAX_SIZE_REACHED, "group is full", member_id)
-            for other in group.members.values():
+            for other in list(group.members.values()):
                 if request.instance_id is not None and other.instance_id == request.instance_id:
-                    return _error(ErrorCode.UNRELEASED_INSTANCE_ID, "instance id in use", member_id)
+                    if other.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                        message = "instance id in use"
+                        return _error(ErrorCode.UNRELEASED_INSTANCE_ID, message, member_id)
+                    scratch, replacement = _replace_static(group, other, member_id, deadlines)
+                    return _heartbeat(
+                        group,
+                        replacement,
+                        member_id,
+                        request,
+                        topics,
+                        config,
+                        deadlines,
+                        now_ms,
+                        scratch,
+                    )
     elif member is None:
         return _error(ErrorCode.UNKNOWN_MEMBER_ID, "unknown member", member_id)
     elif request.member_epoch != member.member_epoch:
@@ -139,8 +157,10 @@ def _heartbeat(
     config: GroupConfig,
     deadlines: dict[TimerKey, int],
     now_ms: int,
+    scratch: _Scratch | None = None,
 ) -> Result[ConsumerGroupHeartbeatResponse]:
-    scratch = _Scratch(group)
+    replacing = scratch is not None
+    scratch = scratch or _Scratch(group)
     result: Result[ConsumerGroupHeartbeatResponse] = Result()
     current = member or ConsumerMember(member_id)
     updated = replace(
@@ -181,7 +201,7 @@ def _heartbeat(
         owned,
         scratch.group.owners(member_id),
     )
-    if member is None or after != before:
+    if member is None or replacing or after != before:
         key = ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id)
         scratch.emit(key, after.assignment_value())
     result.records = scratch.records
@@ -275,6 +295,54 @@ def _advance_epoch_and_target(scratch: _Scratch, config: GroupConfig, bump: bool
     )
 
 
+def _static_leave(
+    group: ConsumerGroup, member: ConsumerMember
+) -> Result[ConsumerGroupHeartbeatResponse]:
+    """Epoch -2: a static member goes away for a while; it keeps its partitions (no rebalance)
+    until its session expires or a new member with its instance id takes over."""
+    scratch = _Scratch(group)
+    away = replace(
+        member,
+        member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+        previous_member_epoch=member.member_epoch,
+    )
+    key = ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member.member_id)
+    scratch.emit(key, away.assignment_value())
+    return Result(records=scratch.records)
+
+
+def _replace_static(
+    group: ConsumerGroup,
+    old: ConsumerMember,
+    member_id: str,
+    deadlines: dict[TimerKey, int],
+) -> tuple[_Scratch, ConsumerMember]:
+    """A static member is back under a new member id: it takes over the old id's target and
+    partitions at the epoch it left with, without bumping the group epoch."""
+    scratch = _Scratch(group)
+    group_id = group.group_id
+    target = group.target.get(old.member_id, {})
+    scratch.emit(ConsumerGroupCurrentMemberAssignmentKey(group_id, old.member_id), None)
+    scratch.emit(ConsumerGroupTargetAssignmentMemberKey(group_id, old.member_id), None)
+    scratch.emit(ConsumerGroupMemberMetadataKey(group_id, old.member_id), None)
+    for kind in (SESSION_TIMER, REVOCATION_TIMER):
+        deadlines.pop((kind, group_id, old.member_id), None)
+    replacement = replace(
+        old,
+        member_id=member_id,
+        member_epoch=old.previous_member_epoch,
+        previous_member_epoch=-1,
+    )
+    scratch.emit(ConsumerGroupMemberMetadataKey(group_id, member_id), replacement.metadata_value())
+    scratch.emit(
+        ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+        ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)),
+    )
+    key = ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id)
+    scratch.emit(key, replacement.assignment_value())
+    return scratch, replacement
+
+
 def fence_member(
     group: ConsumerGroup,
     member_id: str,
@@ -309,8 +377,10 @@ def on_timer(
     """Session or revocation deadline: fence the member if the deadline still stands."""
     deadline = deadlines.get(key)
     member_id = key[2]
-    if deadline is None or now_ms < deadline or member_id not in group.members:
+    if deadline is None or member_id not in group.members:
         return Result()
+    if now_ms < deadline:  # fired early (clock granularity): wait for the real deadline
+        return Result(timers=[TimerRequest(key, deadline)])
     return fence_member(group, member_id, topics, config, deadlines)
 
 

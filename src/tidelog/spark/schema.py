@@ -84,7 +84,8 @@ def messages_to_batch(
         timestamp_types,
     ]
     if include_headers:
-        headers = list(map(Message.headers, messages))
+        # A consumed record's headers are a list of (str, bytes | None) pairs, or None.
+        headers: list[Any] = list(map(Message.headers, messages))
         columns.append(pa.array(
             [[{"key": k, "value": v} for k, v in pairs] if pairs else None for pairs in headers],
             HEADER_TYPE,

@@ -197,11 +197,12 @@ def read_markers(options: SinkOptions, prefix: str) -> set[str]:
             if not messages:
                 raise SinkDeliveryError(f"marker topic unreadable at offset {next_offset}")
             for message in messages:
-                if message.error() is not None:
-                    if message.error().retriable():
+                error = message.error()
+                if error is not None:
+                    if error.retriable():
                         continue
-                    raise KafkaException(message.error())
-                next_offset = message.offset() + 1
+                    raise KafkaException(error)
+                next_offset = int(message.offset() or 0) + 1
                 key = (message.key() or b"").decode("utf-8", "replace")
                 if key.startswith(prefix):
                     found.add(key)

@@ -75,6 +75,11 @@ class LogConfig:
         return "delete" in self.cleanup_policy.split(",")
 
     @property
+    def compacts(self) -> bool:
+        """cleanup.policy contains `compact`: the cleaner keeps the latest record per key."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tidelog.errors import ErrorCode, InvalidRecordError, KafkaError
 from tidelog.records.batch import ATTR_TIMESTAMP_TYPE, CRC_START, RecordBatch, crc32c
+from tidelog.records.record import iter_records
 from tidelog.storage import producer_state as ps
 from tidelog.storage.config import LogConfig
 from tidelog.storage.recovery import load_segments
@@ -61,9 +62,7 @@ class PartitionLog:
         if not self._segments:
             self._segments = [self._new_segment(max(0, log_start_offset))]
         self._bases = [segment.base_offset for segment in self._segments]
-        self._log_start_offset = min(
-            max(log_start_offset, self._bases[0]), self.log_end_offset
-        )
+        self._log_start_offset = min(max(log_start_offset, self._bases[0]), self.log_end_offset)
         # Everything loaded is on disk: clean logs were flushed, recovered ones were fsynced.
         self._recovery_point = self.log_end_offset
         self.producer_state = self._load_producer_state()
@@ -100,6 +99,8 @@ class PartitionLog:
     ) -> AppendResult:
         """Leader append of one produce request's batches for this partition, all or nothing."""
         total_size = self._validate(batches)
+        if self.config.compacts:
+            _require_keys(batches, self.config.max_message_bytes)
         duplicate = self.producer_state.check_append(batches)
         if duplicate is not None:
             return AppendResult(
@@ -117,9 +118,7 @@ class PartitionLog:
             offset = batch.next_offset
         segment.append(batches, total_size)
         self._after_append(batches, now_ms)
-        return AppendResult(
-            batches[0].base_offset, offset - 1, append_time, self._log_start_offset
-        )
+        return AppendResult(batches[0].base_offset, offset - 1, append_time, self._log_start_offset)
 
     def append_raw(self, batches: Sequence[RecordBatch], *, now_ms: int = 0) -> None:
         """Follower append: batches keep their offsets and must start at log_end_offset."""
@@ -202,13 +201,19 @@ class PartitionLog:
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         return LogSegment.create(
-            self.directory, base_offset, index_bytes=self.config.segment_index_bytes,
+            self.directory,
+            base_offset,
+            index_bytes=self.config.segment_index_bytes,
             interval_bytes=self.config.index_interval_bytes,
         )
 
     # --- read ------------------------------------------------------------------------------
     def read(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
         min_one_batch: bool = True,
     ) -> ReadResult:
         """Whole batches from the one holding `offset`, up to max_bytes, below max_offset."""
@@ -376,7 +381,8 @@ class PartitionLog:
         with self._lock:
             pending = [s for s in self._segments if s.state is not SegmentState.FLUSHED]
             return FlushTicket(
-                self._generation, self.log_end_offset,
+                self._generation,
+                self.log_end_offset,
                 tuple(os.dup(s.fd) for s in pending),
                 tuple(s for s in pending if s.state is SegmentState.SEALED),
             )
@@ -437,3 +443,15 @@ def _set_log_append_time(batch: RecordBatch, now_ms: int) -> None:
     _ATTRIBUTES.pack_into(buffer, 21, batch.attributes | ATTR_TIMESTAMP_TYPE)
     _TIMESTAMP.pack_into(buffer, 35, now_ms)
     _CRC.pack_into(buffer, 17, crc32c(buffer[CRC_START : batch.size]))
+
+
+def _require_keys(batches: Sequence[RecordBatch], max_uncompressed_bytes: int) -> None:
+    """Kafka refuses keyless records in a compacted topic (the only produce path that decodes
+    records, as Kafka's LogValidator does); control batches carry their own keys."""
+    for batch in batches:
+        if batch.is_control:
+            continue
+        limit = max(max_uncompressed_bytes, 1 << 20) * 64
+        for record in iter_records(batch, max_uncompressed_bytes=limit):
+            if record.key is None:
+                raise InvalidRecordError("compacted topic cannot accept a record without a key")

@@ -45,6 +45,9 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     return TopicPartition(topic, int(partition))
 
 
+CLEANER_STEPS_PER_TICK = 8
+
+
 class LogManager:
     def __init__(
         self,
@@ -161,7 +164,11 @@ class LogManager:
             for log in self._logs.values():
                 log.close_retired()  # retired by the previous pass: no sendfile still uses them
                 log.apply_retention(now_ms)
-        self.cleaner.step(self._logs.values(), now_ms)  # log compaction: bounded work
+        # Log compaction in bounded steps (~1 MiB each): a few per tick so a busy compacted
+        # topic keeps up, while the event loop is never held for long.
+        for _ in range(CLEANER_STEPS_PER_TICK):
+            if not self.cleaner.step(self._logs.values(), now_ms):
+                break
         if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
             self._last_checkpoint_ms = now_ms
             self.write_checkpoints()
