@@ -156,27 +156,34 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         self.now = 0
         self.epochs: dict[str, int] = {}
         self.owned: dict[str, tuple[TopicPartitions, ...]] = {}
+        self.member_ids: dict[str, str] = {}
+        self.incarnation = 0
 
-    def _beat(self, member_id: str, epoch: int, topics: tuple[str, ...] | None = None) -> None:
+    def _beat(self, name: str, epoch: int, topics: tuple[str, ...] | None = None) -> None:
+        """Heartbeat as client `name`; "d" is static and rejoins under a fresh member id."""
         self.now += 10
+        if epoch == 0:
+            self.incarnation += 1
+            self.member_ids[name] = f"d{self.incarnation}" if name == "d" else name
         request = ConsumerGroupHeartbeatRequest(
             "cg",
-            member_id,
+            self.member_ids[name],
             epoch,
+            instance_id="static-d" if name == "d" else None,
             subscribed_topic_names=topics,
-            owned=self.owned.get(member_id),
+            owned=self.owned.get(name),
             rebalance_timeout_ms=60_000,
         )
         response = self.h.run(
             self.h.shard.consumer_group_heartbeat(request, self.h.topics, self.now)
         )
         if response.error is not ErrorCode.NONE or response.member_epoch < 0:
-            self.epochs.pop(member_id, None)
-            self.owned.pop(member_id, None)
+            self.epochs.pop(name, None)
+            self.owned.pop(name, None)
             return
-        self.epochs[member_id] = response.member_epoch
+        self.epochs[name] = response.member_epoch
         if response.assignment is not None:
-            self.owned[member_id] = response.assignment  # the client revokes/assigns at once
+            self.owned[name] = response.assignment  # the client revokes/assigns at once
 
     @rule(member=st.sampled_from("abcd"), topics=st.sampled_from([("t",), ("t", "u"), ("u",)]))
     def join(self, member: str, topics: tuple[str, ...]) -> None:
@@ -193,7 +200,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def leave(self, data: st.DataObject) -> None:
         member = data.draw(st.sampled_from(sorted(self.epochs)))
-        self._beat(member, -1)
+        self._beat(member, data.draw(st.sampled_from([-1, -2])))
 
     @precondition(lambda self: bool(self.epochs))
     @rule(data=st.data())
@@ -208,7 +215,9 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
                 self._beat(member, self.epochs[member])
         self.now += 20  # past the silent member's session deadline, not the others'
         self.h.advance(self.now)
-        assert silent not in self.h.shard.groups["cg"].members  # type: ignore[union-attr]
+        found = self.h.shard.groups["cg"]
+        assert isinstance(found, ConsumerGroup)
+        assert self.member_ids[silent] not in found.members
         self.epochs.pop(silent, None)
         self.owned.pop(silent, None)
 
@@ -244,7 +253,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         if (
             isinstance(found, ConsumerGroup)
             and found.members
-            and set(found.members) == set(self.epochs)
+            and set(found.members) == {self.member_ids[name] for name in self.epochs}
         ):
             for member in found.members.values():
                 assert member.state is MemberState.STABLE
@@ -274,3 +283,59 @@ def test_an_early_session_timer_is_rearmed() -> None:
     early = h.shard.on_timer(key, h.topics, CONFIG.consumer_session_timeout_ms - 1)
     assert [t.deadline_ms for t in early.timers] == [CONFIG.consumer_session_timeout_ms]
     assert "a" in group(h).members
+
+
+def _static_beat(
+    h: Harness,
+    now: int,
+    member_id: str,
+    epoch: int,
+    owned: tuple[TopicPartitions, ...] | None = None,
+) -> ConsumerGroupHeartbeatResponse:
+    request = ConsumerGroupHeartbeatRequest(
+        "cg",
+        member_id,
+        epoch,
+        instance_id="instance-1",
+        rebalance_timeout_ms=60_000,
+        subscribed_topic_names=("t",) if epoch == 0 else None,
+        owned=owned,
+    )
+    response: ConsumerGroupHeartbeatResponse = h.run(
+        h.shard.consumer_group_heartbeat(request, h.topics, now)
+    )
+    return response
+
+
+def test_static_member_leaves_with_minus_two_and_comes_back_without_a_rebalance() -> None:
+    h = Harness(CONFIG)
+    _static_beat(h, 0, "a", 0)
+    beat(h, 0, "b", 0)
+    revoking = _static_beat(h, 10, "a", 1)
+    _static_beat(h, 20, "a", 1, owned=revoking.assignment)
+    b_first = beat(h, 30, "b", 2)
+    kept = partitions(revoking)
+    assert partitions(b_first) == set(range(6)) - kept
+    epoch_before = group(h).group_epoch
+    away = _static_beat(h, 40, "a", -2)
+    assert (away.error, away.member_epoch) == (ErrorCode.NONE, -2)
+    assert group(h).members["a"].member_epoch == -2 and group(h).group_epoch == epoch_before
+    assert beat(h, 50, "b", 2).assignment is None  # b does not get a's partitions meanwhile
+    conflict = ConsumerGroupHeartbeatRequest(
+        "cg", "x", 0, instance_id="instance-1", subscribed_topic_names=("t",)
+    )
+    back = _static_beat(h, 60, "a2", 0)
+    assert (back.error, back.member_epoch, partitions(back)) == (ErrorCode.NONE, 2, kept)
+    assert "a" not in group(h).members and group(h).group_epoch == epoch_before
+    refused = h.run(h.shard.consumer_group_heartbeat(conflict, h.topics, 70))
+    assert refused.error is ErrorCode.UNRELEASED_INSTANCE_ID
+    assert persisted_view(h.reloaded()) == persisted_view(h.shard)
+
+
+def test_a_static_member_that_never_returns_is_fenced_at_session_expiry() -> None:
+    h = Harness(CONFIG)
+    _static_beat(h, 0, "a", 0)
+    _static_beat(h, 10, "a", -2)
+    h.advance(CONFIG.consumer_session_timeout_ms + 1)
+    assert "a" not in group(h).members
+    assert partitions(beat(h, 50_000, "b", 0)) == set(range(6))

@@ -1,0 +1,232 @@
+"""A broker's link to ZooKeeper: membership, controller duties and the cluster view.
+
+Blocking (kazoo is synchronous), so it runs on a thread of its own; the event loop never
+waits on it. The thread owns a `ClusterMember` (registration, controller election, the
+controller's reactions) and keeps a `ClusterView`: live brokers, topic assignments, topic
+configs and every partition state with its znode version. Kazoo watches only mark the view
+dirty; the thread re-reads it and hands the new snapshot to the event loop with
+`call_soon_threadsafe` (Kafka's LeaderAndIsr/UpdateMetadata, learned from watches instead of
+an RPC).
+
+Topic configs live in `/config/topics/<topic>` as in Kafka: `{"version":1,"config":{...}}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from tidelog.cluster import placement
+from tidelog.cluster import zk_layout as layout
+from tidelog.cluster.controller_zk import ClusterMember
+from tidelog.cluster.zk_layout import BrokerRegistration, TopicAssignment, ZkLayoutError
+from tidelog.cluster.zk_store import VersionedState
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.types import TopicPartition
+
+log = logging.getLogger("tidelog.broker.cluster")
+CONFIG_TOPICS_PATH = "/config/topics"
+EVENT_POLL_S = 0.05  # how often the thread looks at ClusterMember's inbox between view changes
+
+
+def topic_uuid(topic_id: str) -> uuid.UUID:
+    """Kafka's base64url (unpadded) topic id as a UUID."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    zookeeper: str  # host:port[/chroot]
+    session_timeout_ms: int = 6000
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    unclean_leader_election_enable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """One consistent-enough read of the cluster (each znode read once, in order)."""
+
+    controller_id: int
+    brokers: Mapping[int, tuple[str, int]]
+    topics: Mapping[str, TopicAssignment]
+    configs: Mapping[str, Mapping[str, str]]
+    states: Mapping[TopicPartition, VersionedState] = field(default_factory=dict)
+
+
+class ClusterAgent:
+    """Owns the KazooClient and the ClusterMember; publishes views to the event loop."""
+
+    def __init__(
+        self,
+        settings: ClusterSettings,
+        registration: BrokerRegistration,
+        loop: asyncio.AbstractEventLoop,
+        on_view: Callable[[ClusterView], None],
+    ) -> None:
+        self.settings = settings
+        self.broker_id = registration.broker_id
+        self._registration = registration
+        self._loop = loop
+        self._on_view = on_view
+        self._client = KazooClient(
+            hosts=settings.zookeeper, timeout=settings.session_timeout_ms / 1000
+        )
+        self._member = ClusterMember(
+            self._client,
+            registration,
+            unclean_leader_election_enable=settings.unclean_leader_election_enable,
+        )
+        self._dirty = threading.Event()
+        self._stopping = threading.Event()
+        self._watched: set[str] = set()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------ lifecycle (blocking)
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Connect and register; a registration left by our previous (killed) process is
+        waited out until its session expires. Then the agent thread runs."""
+        self._client.start(timeout=timeout_s)
+        self._client.ensure_path(CONFIG_TOPICS_PATH)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._member.start()
+                break
+            except KafkaError as error:
+                if error.code != ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self._client.ChildrenWatch(layout.BROKER_IDS_PATH, self._children_changed)
+        self._client.ChildrenWatch(layout.TOPICS_PATH, self._children_changed)
+        self._client.DataWatch(layout.CONTROLLER_PATH, self._data_changed)
+        self._dirty.set()
+        self._thread = threading.Thread(target=self._run, name="zookeeper-agent", daemon=True)
+        self._thread.start()
+        log.info("broker %d joined the cluster at %s", self.broker_id, self.settings.zookeeper)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._dirty.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        try:
+            self._client.stop()
+            self._client.close()
+        except KazooException:
+            log.warning("closing the ZooKeeper client failed", exc_info=True)
+
+    # ------------------------------------------------------------ watches (kazoo's thread)
+
+    def _children_changed(self, children: list[str]) -> None:
+        self._dirty.set()
+
+    def _data_changed(self, data: bytes | None, stat: object) -> None:
+        self._dirty.set()
+
+    # ------------------------------------------------------------ the agent thread
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._dirty.wait(EVENT_POLL_S)
+            if self._stopping.is_set():
+                return
+            try:
+                self._member.process_events()
+                if self._dirty.is_set():
+                    self._dirty.clear()
+                    view = self._read_view()
+                    self._loop.call_soon_threadsafe(self._on_view, view)
+            except (KazooException, KazooTimeoutError, ZkLayoutError, KafkaError) as error:
+                log.warning("cluster view refresh failed (%s); retrying", error)
+                self._dirty.set()
+                time.sleep(0.2)
+
+    def _read_view(self) -> ClusterView:
+        store = self._member.store
+        brokers = {
+            broker_id: (live.registration.host, live.registration.port)
+            for broker_id, live in store.live_brokers().items()
+        }
+        topics: dict[str, TopicAssignment] = {}
+        configs: dict[str, dict[str, str]] = {}
+        states: dict[TopicPartition, VersionedState] = {}
+        for topic in store.topics():
+            assignment = store.topic_assignment(topic)
+            if assignment is None:
+                continue
+            topics[topic] = assignment
+            configs[topic] = self._topic_config(topic)
+            for partition in assignment.partitions:
+                tp = TopicPartition(topic, partition)
+                path = layout.partition_state_path(tp)
+                if path not in self._watched:
+                    self._watched.add(path)
+                    self._client.DataWatch(path, self._data_changed)
+                state = store.partition_state(tp)
+                if state is not None:
+                    states[tp] = state
+        controller = store.controller_id()
+        return ClusterView(
+            controller if controller is not None else -1, brokers, topics, configs, states
+        )
+
+    def _topic_config(self, topic: str) -> dict[str, str]:
+        try:
+            data, _ = self._client.get(f"{CONFIG_TOPICS_PATH}/{topic}")
+        except NoNodeError:
+            return {}
+        try:
+            config = json.loads(data)["config"]
+            return {str(k): str(v) for k, v in config.items()}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.error("topic %s: malformed config znode ignored", topic)
+            return {}
+
+    # ------------------------------------------------------------ writes (any thread)
+
+    def create_topic(
+        self, topic: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> TopicAssignment:
+        """Blocking: place replicas over the live brokers and write the assignment (Kafka's
+        AdminZkClient path); the controller then creates the partition states."""
+        layout.validate_topic_name(topic)
+        store = self._member.store
+        if store.topic_assignment(topic) is not None:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic} exists")
+        live = sorted(store.live_brokers())
+        n = len(live)
+        replicas = placement.assign_replicas(
+            live,
+            partitions,
+            replication_factor,
+            start_index=random.randrange(n) if n else 0,
+            replica_shift=random.randrange(n) if n else 0,
+        )
+        assignment = TopicAssignment(topic, layout.new_topic_id(), replicas)
+        document = json.dumps({"version": 1, "config": dict(configs)}).encode("utf-8")
+        try:
+            self._client.create(f"{CONFIG_TOPICS_PATH}/{topic}", document)
+        except NodeExistsError:
+            self._client.set(f"{CONFIG_TOPICS_PATH}/{topic}", document)
+        store.create_topic_assignment(assignment)
+        return assignment
+
+    def update_isr(self, tp: TopicPartition, state: layout.PartitionState, version: int) -> int | None:
+        """Blocking: a leader's conditional ISR write; None if the state moved meanwhile."""
+        return self._member.store.leader_update_isr(tp, state, version)

@@ -1,0 +1,112 @@
+"""Leader epoch cache of one partition and its `leader-epoch-checkpoint` file (KIP-101/279).
+
+Blocking file I/O (small, rare writes: one per leader change). No asyncio.
+
+The file is Kafka's text format, so Kafka's own tools read it::
+
+    0                 version (always 0)
+    <count>           number of entries that follow
+    <epoch> <offset>  one line per entry: a leader epoch and the first offset written in it,
+                      ascending in both columns
+
+Written whole to `leader-epoch-checkpoint.tmp`, fsynced, then renamed over the old file, so a
+crash leaves either the old or the new file. A malformed file is discarded (the cache is
+derived data: a follower rebuilds entries from the epochs stamped in the batches it fetches).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+CHECKPOINT_FILE = "leader-epoch-checkpoint"
+UNDEFINED = -1
+_log = logging.getLogger(__name__)
+
+
+class LeaderEpochCache:
+    """(epoch, start_offset) entries of one partition, persisted on every change."""
+
+    def __init__(self, directory: Path) -> None:
+        self._path = directory / CHECKPOINT_FILE
+        self._entries: list[tuple[int, int]] = self._load()
+
+    def _load(self) -> list[tuple[int, int]]:
+        try:
+            lines = self._path.read_text("ascii").split("\n")
+        except FileNotFoundError:
+            return []
+        except (OSError, UnicodeDecodeError) as exc:
+            _log.warning("%s unreadable (%s): starting empty", self._path, exc)
+            return []
+        try:
+            if lines[0].strip() != "0":
+                raise ValueError(f"version {lines[0]!r}")
+            count = int(lines[1])
+            entries = []
+            for line in lines[2 : 2 + count]:
+                epoch, offset = line.split()
+                entries.append((int(epoch), int(offset)))
+            if len(entries) != count:
+                raise ValueError("fewer entries than announced")
+        except (ValueError, IndexError) as exc:
+            _log.warning("%s malformed (%s): starting empty", self._path, exc)
+            return []
+        return entries
+
+    def _save(self) -> None:
+        text = "0\n%d\n%s" % (
+            len(self._entries),
+            "".join(f"{epoch} {offset}\n" for epoch, offset in self._entries),
+        )
+        temporary = self._path.with_name(CHECKPOINT_FILE + ".tmp")
+        with open(temporary, "w", encoding="ascii") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, self._path)
+
+    @property
+    def entries(self) -> tuple[tuple[int, int], ...]:
+        return tuple(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._entries[-1][0] if self._entries else UNDEFINED
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` starts at `start_offset` (ignored unless it is a newer epoch)."""
+        if epoch < 0 or (self._entries and epoch <= self._entries[-1][0]):
+            return
+        # An older epoch that would start at or after the new one held nothing: drop it.
+        while self._entries and self._entries[-1][1] >= start_offset:
+            self._entries.pop()
+        self._entries.append((epoch, start_offset))
+        self._save()
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(largest epoch <= `epoch`, the offset where it ends): the start of the next epoch,
+        or `log_end_offset` for the latest; (UNDEFINED, UNDEFINED) if none is <= `epoch`."""
+        found = UNDEFINED
+        end_offset = UNDEFINED
+        for index, (entry_epoch, _) in enumerate(self._entries):
+            if entry_epoch > epoch:
+                break
+            found = entry_epoch
+            following = self._entries[index + 1 : index + 2]
+            end_offset = following[0][1] if following else log_end_offset
+        return found, end_offset
+
+    def epoch_start_offset(self, epoch: int) -> int:
+        for entry_epoch, offset in self._entries:
+            if entry_epoch == epoch:
+                return offset
+        return UNDEFINED
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """The log was truncated to `end_offset`: forget epochs starting at or after it."""
+        kept = [entry for entry in self._entries if entry[1] < end_offset]
+        if kept != self._entries:
+            self._entries = kept
+            self._save()
