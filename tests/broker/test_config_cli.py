@@ -110,7 +110,10 @@ def test_advertised_listener_and_settings_reach_metadata(broker_factory: BrokerF
     (topic,) = response.topics
     assert len(topic.partitions) == 3
     assert all(p.leader_id == 7 and p.leader_epoch == 0 for p in topic.partitions)
-    assert again.topics[0].topic_id == topic.topic_id != uuid.UUID(int=0)
+    # All-topics metadata also lists the internal __consumer_offsets, as Kafka does.
+    (listed,) = [t for t in again.topics if t.name == topic.name]
+    assert listed.topic_id == topic.topic_id != uuid.UUID(int=0)
+    assert all(t.is_internal == t.name.startswith("__") for t in again.topics)
     assert again.cluster_id == response.cluster_id
 
 

@@ -75,6 +75,7 @@ class ClusterAgent:
         registration: BrokerRegistration,
         loop: asyncio.AbstractEventLoop,
         on_view: Callable[[ClusterView], None],
+        proposed_cluster_id: str = "",
     ) -> None:
         self.settings = settings
         self.broker_id = registration.broker_id
@@ -89,6 +90,8 @@ class ClusterAgent:
             registration,
             unclean_leader_election_enable=settings.unclean_leader_election_enable,
         )
+        self._proposed_cluster_id = proposed_cluster_id
+        self.joined_cluster_id = proposed_cluster_id
         self._dirty = threading.Event()
         self._stopping = threading.Event()
         self._watched: set[str] = set()
@@ -96,11 +99,22 @@ class ClusterAgent:
 
     # ------------------------------------------------------------ lifecycle (blocking)
 
+    def cluster_id(self, proposed: str) -> str:
+        """The cluster's id from `/cluster/id`; the first broker writes `proposed`."""
+        try:
+            self._client.create(layout.CLUSTER_ID_PATH, layout.encode_cluster_id(proposed),
+                                makepath=True)
+        except NodeExistsError:
+            pass
+        data, _ = self._client.get(layout.CLUSTER_ID_PATH)
+        return layout.decode_cluster_id(data)
+
     def start(self, timeout_s: float = 30.0) -> None:
         """Connect and register; a registration left by our previous (killed) process is
         waited out until its session expires. Then the agent thread runs."""
         self._client.start(timeout=timeout_s)
         self._client.ensure_path(CONFIG_TOPICS_PATH)
+        self.joined_cluster_id = self.cluster_id(self._proposed_cluster_id)
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -227,6 +241,8 @@ class ClusterAgent:
         store.create_topic_assignment(assignment)
         return assignment
 
-    def update_isr(self, tp: TopicPartition, state: layout.PartitionState, version: int) -> int | None:
+    def update_isr(
+        self, tp: TopicPartition, state: layout.PartitionState, version: int
+    ) -> int | None:
         """Blocking: a leader's conditional ISR write; None if the state moved meanwhile."""
         return self._member.store.leader_update_isr(tp, state, version)

@@ -125,15 +125,22 @@ class TopicStore:
         return info
 
     def create(
-        self, name: str, partitions: int, configs: Mapping[str, str], *, internal: bool = False
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str],
+        *,
+        internal: bool = False,
+        topic_id: uuid.UUID | None = None,
     ) -> TopicInfo:
+        """`topic_id`: given in cluster mode (the id in ZooKeeper), else a new uuid4."""
         validate_topic_name(name)
         if name in self._topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         if partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "partitions must be at least 1")
         # uuid4 is never the all-zero id Kafka reserves for "no id".
-        info = TopicInfo(name, uuid.uuid4(), partitions, dict(configs), internal)
+        info = TopicInfo(name, topic_id or uuid.uuid4(), partitions, dict(configs), internal)
         self._put(info)
         self._save()
         return info

@@ -21,8 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
 from tidelog.broker import clock
 from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings, ClusterView, topic_uuid
@@ -94,8 +98,8 @@ class Replication:
                 await state.fetcher.stop()
                 state.fetcher = None
 
-    def _spawn(self, coroutine: object) -> None:
-        task = asyncio.ensure_future(coroutine)  # type: ignore[arg-type]
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coroutine)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -198,7 +202,9 @@ class Replication:
         state = self.partitions.get(tp)
         if state is None:
             known = self.view is not None and tp.topic in self.view.topics
-            code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if not known:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             raise KafkaError(code, f"{tp} is not hosted by broker {self.node_id}")
         return state
 
@@ -348,7 +354,7 @@ class Replication:
                 version = await asyncio.to_thread(
                     agent.update_isr, state.tp, new_state, state.zk_version
                 )
-            except Exception as error:  # noqa: BLE001 - any kazoo failure: retry later
+            except (KazooException, KazooTimeoutError, KafkaError, OSError) as error:
                 log.warning("%s: isr write failed: %s", state.tp, error)
                 version = None
             if state.leader != self.node_id or state.leader_epoch != epoch:

@@ -14,11 +14,16 @@ import logging
 import signal
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from tidelog.broker import group_service
 from tidelog.broker.config import BrokerConfig
 from tidelog.broker.connection import Connection
 from tidelog.broker.metrics_http import MetricsAddressError, start_metrics
 from tidelog.broker.state import Broker
+
+if TYPE_CHECKING:
+    from tidelog.broker.cluster_agent import ClusterSettings
 
 log = logging.getLogger("tidelog.broker.server")
 DRAIN_TIMEOUT_S = 6.0  # leaves margin inside the 10 s a supervisor gives SIGTERM
@@ -57,6 +62,9 @@ class BrokerServer:
         if config.advertised_port == 0 or config.listen_port == 0:
             advertised_port = config.advertised_port or port
             self.broker.config = replace(config, listen_port=port, advertised_port=advertised_port)
+        # Load the group coordinator now (create and replay __consumer_offsets) rather than on
+        # the first group request, so a restart's replay cost is paid before `ready`.
+        group_service.service(self.broker)
         self._schedule_tick()
         return str(host), int(port)
 
@@ -101,10 +109,12 @@ async def serve(
     *,
     metrics_address: tuple[str, int] | None = None,
     metrics_required: bool = False,
+    cluster: ClusterSettings | None = None,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT; prints the ready line once it accepts connections.
 
-    `metrics_address`: where /metrics and /health listen (None: no metrics are kept)."""
+    `metrics_address`: where /metrics and /health listen (None: no metrics are kept).
+    `cluster`: join a ZooKeeper cluster (None: a single node, nothing else changes)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -119,6 +129,15 @@ async def serve(
     except (OSError, MetricsAddressError):
         broker.close()
         raise
+    link = None
+    if cluster is not None:
+        from tidelog.broker.cluster_link import join_cluster
+
+        try:
+            link = await join_cluster(broker, cluster)
+        except BaseException:
+            await server.shutdown()
+            raise
     sys.stdout.write(f"tidelog ready on {host}:{port}\n")
     sys.stdout.flush()
     log.info(
@@ -131,6 +150,8 @@ async def serve(
     )
     await stop.wait()
     log.info("shutting down")
+    if link is not None:
+        await link.leave()
     if metrics_server is not None:
         await metrics_server.close()
     await server.shutdown()

@@ -12,7 +12,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker import clock
 from tidelog.broker.config import BrokerConfig
@@ -24,6 +24,9 @@ from tidelog.storage.config import LogConfig
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.manager import LogManager
 from tidelog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from tidelog.broker.replication import Replication
 
 log = logging.getLogger("tidelog.broker")
 _ZERO_UUID = uuid.UUID(int=0)
@@ -51,6 +54,7 @@ class Broker:
         self.groups = None
         self.closing = False  # set at shutdown: parked fetches answer at once
         self.metrics = None
+        self.replication: Replication | None = None  # set in cluster mode (--zookeeper)
         self._partition_logs: dict[TopicPartition, PartitionLog] = {}
         for info in self.topics.all():
             self._open_partitions(info, 0)
@@ -82,6 +86,18 @@ class Broker:
         info = self.topics.create(name, partitions, configs, internal=internal)
         self._open_partitions(info, 0)
         log.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def adopt_topic(
+        self, name: str, topic_id: uuid.UUID, partitions: int, configs: Mapping[str, str]
+    ) -> TopicInfo:
+        """Cluster mode: mirror a topic created through ZooKeeper (same id), open its logs."""
+        info = self.topics.get(name)
+        if info is None:
+            info = self.topics.create(name, partitions, configs, topic_id=topic_id)
+            self._open_partitions(info, 0)
+        elif info.partitions < partitions:
+            info = self.add_partitions(name, partitions)
         return info
 
     def delete_topic(self, name: str) -> None:

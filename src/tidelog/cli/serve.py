@@ -1,4 +1,8 @@
-"""`tidelog serve`: run a single-node broker in the foreground (logs to stderr).
+"""`tidelog serve`: run a broker in the foreground (logs to stderr).
+
+A single node by default; `--zookeeper HOST:PORT[/chroot]` joins a cluster, and then these
+`--set` names are accepted too: min.insync.replicas, replica.lag.time.max.ms,
+unclean.leader.election.enable, zookeeper.session.timeout.ms.
 
 Exit status: 0 after a clean SIGTERM/SIGINT shutdown, 2 for bad options or settings, 1 when the
 listener cannot be opened.
@@ -9,12 +13,16 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from click.core import ParameterSource
 
 from tidelog.broker.config import ConfigError, load_config
 from tidelog.broker.logformat import LOG_FORMATS, configure_logging
+
+if TYPE_CHECKING:
+    from tidelog.broker.cluster_agent import ClusterSettings
 from tidelog.broker.metrics_http import (
     DEFAULT_METRICS_ADDRESS,
     MetricsAddressError,
@@ -30,6 +38,30 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="--set")
         settings[name.strip()] = value.strip()
     return settings
+
+
+def _cluster_settings(zookeeper: str, settings: dict[str, str]) -> ClusterSettings:
+    """Take the cluster-only settings out of `settings` (the rest go to load_config)."""
+    from tidelog.broker.cluster_agent import ClusterSettings
+
+    def number(name: str, default: int) -> int:
+        value = settings.pop(name, None)
+        if value is None:
+            return default
+        if not value.isdigit() or int(value) < 1:
+            raise click.BadParameter(f"{name} must be a positive integer", param_hint="--set")
+        return int(value)
+
+    unclean = settings.pop("unclean.leader.election.enable", "false").lower()
+    if unclean not in ("true", "false"):
+        raise click.BadParameter("unclean.leader.election.enable: true or false", "--set")
+    return ClusterSettings(
+        zookeeper=zookeeper,
+        session_timeout_ms=number("zookeeper.session.timeout.ms", 6000),
+        min_insync_replicas=number("min.insync.replicas", 1),
+        replica_lag_time_max_ms=number("replica.lag.time.max.ms", 30_000),
+        unclean_leader_election_enable=unclean == "true",
+    )
 
 
 @click.command()
@@ -87,6 +119,12 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     show_default=True,
     help="Prometheus /metrics and /health endpoint; off disables it.",
 )
+@click.option(
+    "--zookeeper",
+    metavar="HOST:PORT[/chroot]",
+    default=None,
+    help="Join the cluster coordinated by this ZooKeeper (needs a unique --node-id).",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -99,6 +137,7 @@ def serve(
     log_level: str,
     log_format: str,
     metrics: str,
+    zookeeper: str | None,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT."""
     try:
@@ -106,10 +145,12 @@ def serve(
     except MetricsAddressError as error:
         raise click.BadParameter(str(error), param_hint="'--metrics'") from None
     metrics_required = ctx.get_parameter_source("metrics") is not ParameterSource.DEFAULT
+    settings = _parse_sets(sets)
+    cluster = _cluster_settings(zookeeper, settings) if zookeeper else None
     try:
         config = load_config(
             config_file,
-            _parse_sets(sets),
+            settings,
             data_dir=data_dir,
             listen=listen,
             advertise=advertise,
@@ -123,7 +164,7 @@ def serve(
 
     try:
         asyncio.run(run_server(config, metrics_address=metrics_address,
-                               metrics_required=metrics_required))
+                               metrics_required=metrics_required, cluster=cluster))
     except MetricsAddressError as error:
         click.echo(f"tidelog serve: {error}", err=True)
         sys.exit(1)

@@ -56,10 +56,8 @@ class LeaderEpochCache:
         return entries
 
     def _save(self) -> None:
-        text = "0\n%d\n%s" % (
-            len(self._entries),
-            "".join(f"{epoch} {offset}\n" for epoch, offset in self._entries),
-        )
+        lines = "".join(f"{epoch} {offset}\n" for epoch, offset in self._entries)
+        text = f"0\n{len(self._entries)}\n{lines}"
         temporary = self._path.with_name(CHECKPOINT_FILE + ".tmp")
         with open(temporary, "w", encoding="ascii") as stream:
             stream.write(text)

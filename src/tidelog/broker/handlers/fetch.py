@@ -74,7 +74,7 @@ def _ms(value: Any) -> int:
 
 
 def _read_all(
-    broker: Broker, wanted: list[_Wanted], max_bytes: int, version: int
+    broker: Broker, wanted: list[_Wanted], max_bytes: int, version: int, replica_id: int = -1
 ) -> tuple[list[FetchTopicData], int, bool]:
     """One pass over the partitions: (topics, bytes found, whether any partition has an error)."""
     by_topic: dict[tuple[str, uuid.UUID], list[FetchPartitionData]] = {}
@@ -87,12 +87,16 @@ def _read_all(
                 unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else unknown)
             partition_log = broker.partition_log(item.name, item.partition)
-            high_watermark = partition_log.log_end_offset
+            high_watermark = max_offset = partition_log.log_end_offset
+            if broker.replication is not None:  # cluster: leaders only, consumers below the HW
+                high_watermark, max_offset = broker.replication.fetch_bounds(
+                    TopicPartition(item.name, item.partition), replica_id, item.fetch_offset
+                )
             limit = max(0, min(item.partition_max_bytes, max_bytes - total))
             result = partition_log.read(
                 item.fetch_offset,
                 limit,
-                max_offset=high_watermark,
+                max_offset=max_offset,
                 min_one_batch=total == 0,
             )
         except KafkaError as error:
@@ -146,8 +150,9 @@ async def handle_fetch(broker: Broker, context: RequestContext, request: Any) ->
     min_bytes = int(request.min_bytes)
     deadline_ms = clock.monotonic_ms() + max(0, _ms(request.max_wait))
     partitions = [TopicPartition(item.name, item.partition) for item in wanted if item.name]
+    replica_id = int(getattr(request, "replica_id", -1))  # a follower's fetch (v4-v14)
     while True:
-        topics, total, errors = _read_all(broker, wanted, max_bytes, version)
+        topics, total, errors = _read_all(broker, wanted, max_bytes, version, replica_id)
         remaining_ms = deadline_ms - clock.monotonic_ms()
         if total >= min_bytes or errors or remaining_ms <= 0 or broker.closing:
             break

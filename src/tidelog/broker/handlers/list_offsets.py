@@ -1,7 +1,8 @@
 """ListOffsets (key 2, v1-7): earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
 
-By timestamp: the first offset whose timestamp is >= the one asked (from the time index and a
-short scan in storage); none -> offset -1 and timestamp -1, as Kafka answers.
+By timestamp: the first offset whose timestamp is >= the one asked; none -> offset -1 and
+timestamp -1, as Kafka answers. Storage finds the batch (time index, then a header scan); this
+handler decodes that one batch to answer with the exact record, as Kafka does.
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.broker import responses
 from tidelog.errors import ErrorCode, KafkaError
-from tidelog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from tidelog.records.batch import iter_batches
+from tidelog.records.record import iter_records
+from tidelog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, TopicPartition
 
 if TYPE_CHECKING:
     from tidelog.broker.router import RequestContext
     from tidelog.broker.state import Broker
+    from tidelog.storage.log import PartitionLog
 
 LIST_OFFSETS = 2
 LEADER_EPOCH = 0
@@ -23,6 +27,10 @@ LEADER_EPOCH = 0
 def _lookup(broker: Broker, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
     """(offset, timestamp) for one partition; raises KafkaError."""
     partition_log = broker.partition_log(topic, partition)
+    if broker.replication is not None:  # cluster: the leader answers; latest is the HW
+        high_watermark = broker.replication.high_watermark(TopicPartition(topic, partition))
+        if timestamp == LATEST_TIMESTAMP:
+            return high_watermark, -1
     if timestamp == EARLIEST_TIMESTAMP:
         return partition_log.log_start_offset, -1
     if timestamp == LATEST_TIMESTAMP:
@@ -35,8 +43,32 @@ def _lookup(broker: Broker, topic: str, partition: int, timestamp: int) -> tuple
         found = partition_log.offset_for_timestamp(timestamp)
     if found is None:
         return -1, -1
-    offset, found_timestamp = found
-    return offset, found_timestamp
+    return _exact_record(partition_log, found, timestamp)
+
+
+def _exact_record(
+    partition_log: PartitionLog, found: tuple[int, int], timestamp: int
+) -> tuple[int, int]:
+    """Narrow a batch-level answer to the record Kafka would name: the first record with a
+    timestamp >= `timestamp`, or for MAX_TIMESTAMP the first record holding the maximum."""
+    batch_offset, batch_timestamp = found
+    result = partition_log.read(batch_offset, 1, min_one_batch=True)
+    data = b"".join(piece.read_bytes() for piece in result.slices)
+    for batch in iter_batches(data):
+        if batch.next_offset <= batch_offset:
+            continue
+        best: tuple[int, int] | None = None
+        for record in iter_records(batch):
+            if record.offset < partition_log.log_start_offset:
+                continue
+            if timestamp == MAX_TIMESTAMP:
+                if best is None or record.timestamp > best[1]:
+                    best = (record.offset, record.timestamp)
+            elif record.timestamp >= timestamp:
+                return record.offset, record.timestamp
+        if best is not None:
+            return best
+    return batch_offset, batch_timestamp
 
 
 async def handle_list_offsets(broker: Broker, context: RequestContext, request: Any) -> Any:

@@ -50,6 +50,8 @@ async def handle_produce(
         request_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
     durable_waits: list[tuple[PartitionLog, int]] = []
+    replication = broker.replication  # None on a single node
+    replica_waits: list[tuple[TopicPartition, int, dict[str, Any]]] = []
     topic_responses = []
     for topic in request.topics:
         partition_responses = []
@@ -60,8 +62,15 @@ async def handle_produce(
                     raise KafkaError(request_error)
                 if partition.records is None:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "null record set")
+                leader_epoch = 0
+                if replication is not None:
+                    leader_epoch = replication.check_produce(
+                        TopicPartition(topic.name, partition.index), request.acks
+                    )
                 partition_log = broker.partition_log(topic.name, partition.index)
-                result = partition_log.append(split_batches(partition.records), now_ms=now_ms)
+                result = partition_log.append(
+                    split_batches(partition.records), now_ms=now_ms, leader_epoch=leader_epoch
+                )
             except KafkaError as error:
                 log.debug("produce %s-%d: %s", topic.name, partition.index, error)
                 if broker.metrics is not None:
@@ -83,6 +92,11 @@ async def handle_produce(
                         )
                 if partition_log.config.durability == "sync":
                     durable_waits.append((partition_log, result.last_offset + 1))
+                if replication is not None:
+                    tp = TopicPartition(topic.name, partition.index)
+                    replication.after_leader_append(tp)
+                    if request.acks == -1:
+                        replica_waits.append((tp, result.last_offset + 1, fields))
             partition_responses.append(fields)
         topic_responses.append((topic.name, partition_responses))
 
@@ -95,6 +109,17 @@ async def handle_produce(
         )
         if any(isinstance(outcome, BaseException) for outcome in outcomes):
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "fsync failed")
+    if replication is not None and replica_waits:
+        # acks=all in a cluster: answer once the high watermark passes each batch.
+        codes = await asyncio.gather(
+            *(
+                replication.wait_for_high_watermark(tp, end, request.timeout_ms)
+                for tp, end, _ in replica_waits
+            )
+        )
+        for (_, _, fields), code in zip(replica_waits, codes, strict=True):
+            if code != ErrorCode.NONE:
+                fields.update(error_code=code, base_offset=-1, error_message=None)
     return responses.build(
         responses.response_class(PRODUCE, version),
         responses=tuple(

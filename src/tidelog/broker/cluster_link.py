@@ -1,0 +1,59 @@
+"""Joining and leaving a ZooKeeper cluster: the one place server.py calls in cluster mode.
+
+Runs on the event loop; the blocking ZooKeeper connect and registration run on a worker
+thread (`asyncio.to_thread`), then the agent's own thread takes over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from tidelog.broker import router
+from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings
+from tidelog.broker.handlers.cluster import install_cluster_handlers
+from tidelog.broker.replication import Replication
+from tidelog.broker.state import Broker
+from tidelog.cluster.zk_layout import BrokerRegistration
+
+log = logging.getLogger("tidelog.broker.cluster_link")
+FIRST_VIEW_TIMEOUT_S = 30.0
+
+
+class ClusterLink:
+    def __init__(self, broker: Broker, replication: Replication, agent: ClusterAgent) -> None:
+        self.broker = broker
+        self.replication = replication
+        self.agent = agent
+
+    async def leave(self) -> None:
+        """Stop fetching, then close the ZooKeeper session (our registration goes at once,
+        so the controller moves leadership without waiting for a session timeout)."""
+        await self.replication.stop()
+        await asyncio.to_thread(self.agent.stop)
+
+
+async def join_cluster(broker: Broker, settings: ClusterSettings) -> ClusterLink:
+    """Register this broker (its advertised listener), start the agent and replication, and
+    return once the first cluster view has been applied."""
+    config = broker.config
+    registration = BrokerRegistration(
+        config.node_id,
+        config.advertised_host,
+        config.advertised_port,
+        time.time_ns() // 1_000_000,
+    )
+    replication = Replication(broker, settings)
+    broker.replication = replication
+    install_cluster_handlers(router.HANDLERS)
+    agent = ClusterAgent(
+        settings, registration, asyncio.get_running_loop(), replication.on_view, broker.cluster_id
+    )
+    replication.agent = agent
+    timeout_s = max(FIRST_VIEW_TIMEOUT_S, 3 * settings.session_timeout_ms / 1000)
+    await asyncio.to_thread(agent.start, timeout_s)
+    broker.cluster_id = agent.joined_cluster_id  # every broker answers the same id
+    replication.start()
+    await asyncio.wait_for(replication.first_view.wait(), FIRST_VIEW_TIMEOUT_S)
+    return ClusterLink(broker, replication, agent)

@@ -1,0 +1,229 @@
+"""Cluster-mode handlers: Metadata, CreateTopics and OffsetForLeaderEpoch over ZooKeeper.
+
+Installed into the router's table only when the broker runs with `--zookeeper`
+(`install_cluster_handlers`), so a single node advertises and answers exactly as before.
+
+- Metadata (v0-13): every live broker, each partition's leader, leader epoch, replicas, ISR and
+  offline replicas from the cluster view; the controller id. Unknown topics are auto-created
+  through ZooKeeper and answered LEADER_NOT_AVAILABLE until their state exists (as Kafka).
+- CreateTopics (v2-7): placement over the live brokers, assignment and configs written to
+  ZooKeeper (any broker may; the controller creates the partition states). The call returns
+  once the assignment is written; clients wait for leaders through Metadata, as with Kafka.
+- OffsetForLeaderEpoch (v2-4): the leader's end offset of the requested epoch (KIP-101).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker import responses
+from tidelog.broker.replication import REPLICATION_TOPIC_CONFIGS
+from tidelog.broker.topic_configs import validate_overrides
+from tidelog.cluster.zk_layout import NO_LEADER
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from tidelog.broker.replication import Replication
+    from tidelog.broker.router import Handler, RequestContext
+    from tidelog.broker.state import Broker
+
+log = logging.getLogger("tidelog.broker.cluster_handlers")
+METADATA, CREATE_TOPICS, OFFSET_FOR_LEADER_EPOCH = 3, 19, 23
+_NO_OPERATIONS = -2147483648
+
+
+def _replication(broker: Broker) -> Replication:
+    replication = broker.replication
+    if replication is None or replication.view is None or replication.agent is None:
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "not joined to the cluster yet")
+    return replication
+
+
+def _partition_entry(module: Any, replication: Replication, tp: TopicPartition,
+                     replicas: tuple[int, ...]) -> Any:
+    view = replication.view
+    assert view is not None
+    versioned = view.states.get(tp)
+    if versioned is None:
+        return responses.build(
+            module.MetadataResponsePartition, error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=tp.partition, leader_id=NO_LEADER, leader_epoch=-1,
+            replica_nodes=replicas, isr_nodes=(), offline_replicas=(),
+        )
+    state = versioned.state
+    leader_alive = state.leader in view.brokers
+    return responses.build(
+        module.MetadataResponsePartition,
+        error_code=ErrorCode.NONE if leader_alive else ErrorCode.LEADER_NOT_AVAILABLE,
+        partition_index=tp.partition,
+        leader_id=state.leader if leader_alive else NO_LEADER,
+        leader_epoch=state.leader_epoch,
+        replica_nodes=replicas,
+        isr_nodes=state.isr,
+        offline_replicas=tuple(b for b in replicas if b not in view.brokers),
+    )
+
+
+async def handle_metadata(broker: Broker, context: RequestContext, request: Any) -> Any:
+    replication = _replication(broker)
+    view = replication.view
+    assert view is not None and replication.agent is not None
+    version = context.header.api_version
+    module = responses.response_module(METADATA, version)
+    topics = request.topics
+    if topics is None or (version == 0 and not topics):
+        names = sorted(view.topics)
+    else:
+        names = []
+        for topic in topics:
+            name = getattr(topic, "name", None)
+            if name is None and getattr(topic, "topic_id", None) is not None:
+                info = broker.topics.by_id(topic.topic_id)
+                name = info.name if info else None
+            if name is not None:
+                names.append(name)
+    allow_auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
+    entries = []
+    for name in dict.fromkeys(names):
+        assignment = view.topics.get(name)
+        if assignment is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if allow_auto_create and broker.config.auto_create_topics:
+                code = await _auto_create(broker, replication, name)
+            entries.append(responses.build(
+                module.MetadataResponseTopic, error_code=code, name=name, topic_id=None,
+                partitions=()))
+            continue
+        info = broker.topics.get(name)
+        entries.append(responses.build(
+            module.MetadataResponseTopic,
+            error_code=ErrorCode.NONE,
+            name=name,
+            topic_id=info.topic_id if info else None,
+            is_internal=bool(info and info.internal),
+            partitions=tuple(
+                _partition_entry(module, replication, TopicPartition(name, p), replicas)
+                for p, replicas in sorted(assignment.partitions.items())
+            ),
+            topic_authorized_operations=_NO_OPERATIONS,
+        ))
+    brokers = tuple(
+        responses.build(module.MetadataResponseBroker, node_id=b, host=host, port=port, rack=None)
+        for b, (host, port) in sorted(view.brokers.items())
+    )
+    return responses.build(
+        responses.response_class(METADATA, version),
+        throttle_time=0,
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=view.controller_id,
+        topics=tuple(entries),
+        cluster_authorized_operations=_NO_OPERATIONS,
+        error_code=ErrorCode.NONE,
+    )
+
+
+async def _auto_create(broker: Broker, replication: Replication, name: str) -> ErrorCode:
+    agent = replication.agent
+    assert agent is not None
+    live = len(replication.view.brokers) if replication.view else 0
+    factor = min(broker.config.default_replication_factor, max(live, 1))
+    try:
+        await asyncio.to_thread(agent.create_topic, name, broker.config.num_partitions, factor, {})
+    except KafkaError as error:
+        if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            return error.code
+    else:
+        log.info("auto-created topic %s through ZooKeeper", name)
+    return ErrorCode.LEADER_NOT_AVAILABLE
+
+
+def _split_configs(broker: Broker, topic: Any) -> dict[str, str]:
+    given = {c.name: c.value for c in topic.configs}
+    replication_configs = {k: v for k, v in given.items() if k in REPLICATION_TOPIC_CONFIGS}
+    for name, value in replication_configs.items():
+        if name == "min.insync.replicas" and (value is None or not value.isdigit()
+                                              or int(value) < 1):
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}={value!r}")
+        if name == "unclean.leader.election.enable" and value not in ("true", "false"):
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}={value!r}")
+    log_configs = validate_overrides(
+        broker.config, {k: v for k, v in given.items() if k not in REPLICATION_TOPIC_CONFIGS}
+    )
+    return {**log_configs, **{k: str(v) for k, v in replication_configs.items()}}
+
+
+async def handle_create_topics(broker: Broker, context: RequestContext, request: Any) -> Any:
+    replication = _replication(broker)
+    agent = replication.agent
+    assert agent is not None
+    version = context.header.api_version
+    module = responses.response_module(CREATE_TOPICS, version)
+    results = []
+    for topic in request.topics:
+        fields: dict[str, Any] = {"num_partitions": -1, "replication_factor": -1}
+        try:
+            if topic.assignments:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "manual assignments not supported")
+            partitions = (broker.config.num_partitions if topic.num_partitions == -1
+                          else topic.num_partitions)
+            factor = (broker.config.default_replication_factor if topic.replication_factor == -1
+                      else topic.replication_factor)
+            configs = _split_configs(broker, topic)
+            topic_id = None
+            if not request.validate_only:
+                assignment = await asyncio.to_thread(
+                    agent.create_topic, topic.name, partitions, factor, configs
+                )
+                from tidelog.broker.cluster_agent import topic_uuid
+
+                topic_id = topic_uuid(assignment.topic_id)
+            fields.update(error_code=ErrorCode.NONE, error_message=None, topic_id=topic_id,
+                          num_partitions=partitions, replication_factor=factor)
+        except KafkaError as error:
+            fields.update(error_code=error.code, error_message=error.message or None)
+        results.append(responses.build(module.CreatableTopicResult, name=topic.name, **fields))
+    cls = responses.response_class(CREATE_TOPICS, version)
+    return responses.build(cls, throttle_time=0, topics=tuple(results))
+
+
+async def handle_offset_for_leader_epoch(
+    broker: Broker, context: RequestContext, request: Any
+) -> Any:
+    replication = _replication(broker)
+    version = context.header.api_version
+    module = responses.response_module(OFFSET_FOR_LEADER_EPOCH, version)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for partition in topic.partitions:
+            tp = TopicPartition(topic.topic, partition.partition)
+            epoch, end_offset, code = -1, -1, ErrorCode.NONE
+            try:
+                current = replication.leader_epoch(tp)
+                asked = int(partition.current_leader_epoch)
+                if 0 <= asked < current:
+                    raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{asked} < {current}")
+                if asked > current:
+                    raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH, f"{asked} > {current}")
+                epoch, end_offset = replication.end_offset_for_epoch(tp, partition.leader_epoch)
+            except KafkaError as error:
+                code = error.code
+            partitions.append(responses.build(
+                module.EpochEndOffset, error_code=code, partition=tp.partition,
+                leader_epoch=epoch, end_offset=end_offset))
+        topics.append(responses.build(
+            module.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(partitions)))
+    return responses.build(
+        responses.response_class(OFFSET_FOR_LEADER_EPOCH, version), throttle_time=0,
+        topics=tuple(topics))
+
+
+def install_cluster_handlers(table: dict[int, Handler]) -> None:
+    """Cluster mode: these handlers replace the single-node ones (and add key 23)."""
+    table[METADATA] = handle_metadata
+    table[CREATE_TOPICS] = handle_create_topics
+    table[OFFSET_FOR_LEADER_EPOCH] = handle_offset_for_leader_epoch

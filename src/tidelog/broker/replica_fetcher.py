@@ -1,0 +1,247 @@
+"""A follower's replica fetcher for one partition: our own Fetch client, raw bytes (D12).
+
+Runs on the event loop (asyncio streams); must not block.
+
+1. Truncate (KIP-101/279): ask the leader with OffsetForLeaderEpoch (v4) where our latest
+   leader epoch ends on its log; keep min(that end offset, our own end offset for the epoch
+   the leader answered) and truncate the rest (PartitionLog.truncate_to), so a replica never
+   keeps a tail the new leader does not have. Without any epoch we keep our high watermark.
+2. Fetch (v12, replica_id = our node id, topic names) from our log end offset; the leader
+   records that offset as our position. The record bytes are split into batch headers and
+   appended as they are (PartitionLog.append_raw: offsets kept, no record decoding); each
+   batch's partitionLeaderEpoch feeds the leader-epoch cache. The leader's high watermark is
+   adopted up to our log end offset.
+
+Frames (client side): request = int32 size, request header v2 (api_key int16, api_version
+int16, correlation_id int32, client_id string, empty tagged fields), kio-encoded body;
+response = int32 size, correlation_id int32, empty tagged fields, kio-encoded body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import io
+import logging
+import struct
+import sys
+from typing import TYPE_CHECKING, Any
+
+from kio.serial import entity_reader, entity_writer
+
+from tidelog.broker import clock, responses
+from tidelog.cluster.leader_epochs import UNDEFINED
+from tidelog.errors import ErrorCode, TidelogError
+from tidelog.protocol.codec import request_schema, response_schema
+from tidelog.records.batch import split_batches
+
+if TYPE_CHECKING:
+    from tidelog.broker.replication import ReplicaState, Replication
+
+log = logging.getLogger("tidelog.broker.replica_fetcher")
+FETCH_KEY, FETCH_VERSION = 1, 12
+EPOCH_KEY, EPOCH_VERSION = 23, 4
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+RETRY_BACKOFF_S = 0.2
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+CLIENT_ID = b"tidelog-replica-fetcher"
+_SIZE = struct.Struct(">i")
+_HEADER = struct.Struct(">hhih")
+
+
+class FetcherError(TidelogError):
+    """The leader answered with an error or a malformed frame: reconnect and start over."""
+
+
+class ReplicaFetcher:
+    """Follows one partition's leader until stopped (a leadership change stops it)."""
+
+    def __init__(
+        self, replication: Replication, state: ReplicaState, leader_id: int, leader_epoch: int
+    ) -> None:
+        self._replication = replication
+        self._state = state
+        self._leader_id = leader_id
+        self._leader_epoch = leader_epoch
+        self._node_id = replication.node_id
+        self._task: asyncio.Task[None] | None = None
+        self._correlation_id = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        tp = self._state.tp
+        while True:
+            endpoint = self._replication.leader_endpoint(self._leader_id)
+            if endpoint is None:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            writer: asyncio.StreamWriter | None = None
+            try:
+                reader, writer = await asyncio.open_connection(*endpoint)
+                await self._truncate(reader, writer)
+                while True:
+                    await self._fetch_once(reader, writer)
+            except (OSError, asyncio.IncompleteReadError, TidelogError) as error:
+                log.info("%s: fetching from %d: %s; retrying", tp, self._leader_id, error)
+            finally:
+                if writer is not None:
+                    writer.close()
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    # ------------------------------------------------------------ wire
+
+    async def _call(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        api_key: int,
+        version: int,
+        body: Any,
+    ) -> Any:
+        self._correlation_id += 1
+        buffer = io.BytesIO()
+        buffer.write(_HEADER.pack(api_key, version, self._correlation_id, len(CLIENT_ID)))
+        buffer.write(CLIENT_ID)
+        buffer.write(b"\0")  # request header v2: no tagged fields
+        entity_writer(type(body))(buffer, body)
+        payload = buffer.getvalue()
+        writer.write(_SIZE.pack(len(payload)) + payload)
+        await writer.drain()
+        (size,) = _SIZE.unpack(await reader.readexactly(4))
+        if not 5 <= size <= MAX_RESPONSE_BYTES:
+            raise FetcherError(f"response of {size} bytes")
+        frame = await reader.readexactly(size)
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        if correlation_id != self._correlation_id:
+            raise FetcherError(f"correlation id {correlation_id} != {self._correlation_id}")
+        try:
+            response, _ = entity_reader(response_schema(api_key, version))(frame, 5)
+        except Exception as error:  # kio raises assorted errors on malformed input
+            raise FetcherError(f"malformed response to api {api_key}: {error}") from error
+        return response
+
+    # ------------------------------------------------------------ truncation
+
+    async def _truncate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        state = self._state
+        epochs = state.epochs
+        latest = epochs.latest_epoch
+        if latest == UNDEFINED:
+            target = min(state.high_watermark, state.log.log_end_offset)
+            if state.log.log_end_offset > target:
+                self._truncate_to(target)
+            return
+        schema = request_schema(EPOCH_KEY, EPOCH_VERSION)
+        module = sys.modules[schema.__module__]
+        request = responses.build(
+            schema,
+            replica_id=self._node_id,
+            topics=(
+                responses.build(
+                    module.OffsetForLeaderTopic,
+                    topic=state.tp.topic,
+                    partitions=(
+                        responses.build(
+                            module.OffsetForLeaderPartition,
+                            partition=state.tp.partition,
+                            current_leader_epoch=self._leader_epoch,
+                            leader_epoch=latest,
+                        ),
+                    ),
+                ),
+            ),
+        )
+        response = await self._call(reader, writer, EPOCH_KEY, EPOCH_VERSION, request)
+        answer = response.topics[0].partitions[0]
+        if answer.error_code != ErrorCode.NONE:
+            raise FetcherError(f"OffsetForLeaderEpoch: {ErrorCode(answer.error_code).name}")
+        leader_epoch, end_offset = int(answer.leader_epoch), int(answer.end_offset)
+        if leader_epoch == UNDEFINED:
+            target = min(state.high_watermark, state.log.log_end_offset)
+        else:
+            _, local_end = epochs.end_offset_for(leader_epoch, state.log.log_end_offset)
+            target = min(end_offset, local_end if local_end >= 0 else end_offset)
+        if target < state.log.log_end_offset:
+            self._truncate_to(target)
+
+    def _truncate_to(self, offset: int) -> None:
+        state = self._state
+        log.info("%s: truncating from %d to %d", state.tp, state.log.log_end_offset, offset)
+        state.log.truncate_to(offset)
+        state.epochs.truncate_from_end(offset)
+        state.high_watermark = min(state.high_watermark, offset)
+
+    # ------------------------------------------------------------ fetching
+
+    async def _fetch_once(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        state = self._state
+        schema = request_schema(FETCH_KEY, FETCH_VERSION)
+        module = sys.modules[schema.__module__]
+        fetch_offset = state.log.log_end_offset
+        request = responses.build(
+            schema,
+            replica_id=self._node_id,
+            max_wait=datetime.timedelta(milliseconds=FETCH_MAX_WAIT_MS),
+            min_bytes=1,
+            max_bytes=FETCH_MAX_BYTES,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(
+                responses.build(
+                    module.FetchTopic,
+                    topic=state.tp.topic,
+                    partitions=(
+                        responses.build(
+                            module.FetchPartition,
+                            partition=state.tp.partition,
+                            current_leader_epoch=self._leader_epoch,
+                            fetch_offset=fetch_offset,
+                            last_fetched_epoch=state.epochs.latest_epoch,
+                            log_start_offset=state.log.log_start_offset,
+                            partition_max_bytes=FETCH_MAX_BYTES,
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        response = await self._call(reader, writer, FETCH_KEY, FETCH_VERSION, request)
+        if response.error_code != ErrorCode.NONE:
+            raise FetcherError(f"fetch: {ErrorCode(response.error_code).name}")
+        for topic in response.responses:
+            for partition in topic.partitions:
+                self._apply(partition, fetch_offset)
+
+    def _apply(self, partition: Any, fetch_offset: int) -> None:
+        state = self._state
+        code = ErrorCode(partition.error_code)
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            raise FetcherError("offset out of range: truncate again")
+        if code != ErrorCode.NONE:
+            raise FetcherError(f"fetch {state.tp}: {code.name}")
+        records = partition.records
+        if records and state.log.log_end_offset == fetch_offset:
+            batches = split_batches(bytearray(records))
+            try:
+                state.log.append_raw(batches, now_ms=clock.now_ms())
+            except TidelogError as error:
+                raise FetcherError(f"append of fetched batches failed: {error}") from error
+            epochs = state.epochs
+            for batch in batches:
+                if batch.partition_leader_epoch > epochs.latest_epoch:
+                    epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+        self._replication.set_follower_high_watermark(state, int(partition.high_watermark))

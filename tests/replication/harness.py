@@ -1,0 +1,129 @@
+"""A real ZooKeeper and real `tidelog serve --zookeeper` subprocesses on loopback.
+
+Brokers keep their port and data directory across restarts, so a killed broker comes back as
+the same replica. Every process is started here and stopped here by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tidelog.cluster.zookeeper_server import free_port
+
+SESSION_TIMEOUT_MS = 3000
+LAG_TIME_MAX_MS = 2000
+
+
+@dataclass
+class BrokerProcess:
+    node_id: int
+    port: int
+    data_dir: Path
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class Cluster:
+    zookeeper: str
+    root: Path
+    extra_sets: tuple[str, ...] = ()
+    brokers: dict[int, BrokerProcess] = field(default_factory=dict)
+
+    def add(self, node_id: int) -> BrokerProcess:
+        data_dir = self.root / f"broker-{node_id}"
+        broker = BrokerProcess(node_id, free_port(), data_dir, self.root / f"broker-{node_id}.log")
+        self.brokers[node_id] = broker
+        return broker
+
+    def start(self, node_id: int, timeout_s: float = 30.0) -> None:
+        broker = self.brokers[node_id]
+        command = [
+            str(Path(sys.executable).with_name("tidelog")), "serve",
+            "--data-dir", str(broker.data_dir),
+            "--listen", broker.address,
+            "--node-id", str(node_id),
+            "--zookeeper", self.zookeeper,
+            "--metrics", "off",
+            "--set", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+            "--set", f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}",
+            "--set", "default.replication.factor=3",
+        ]
+        for item in self.extra_sets:
+            command += ["--set", item]
+        log = open(broker.log_path, "ab")  # noqa: SIM115 - owned by the child
+        broker.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL
+        )
+        log.close()
+        assert broker.process.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        line = broker.process.stdout.readline()  # blocks until the ready line or exit
+        if b"tidelog ready" not in line or time.monotonic() > deadline:
+            self.kill(node_id)
+            raise RuntimeError(f"broker {node_id} did not start: {broker.log_path.read_text()}")
+
+    def kill(self, node_id: int, signum: int = signal.SIGKILL) -> None:
+        broker = self.brokers[node_id]
+        if broker.process is not None and broker.process.poll() is None:
+            os.kill(broker.process.pid, signum)
+            if signum in (signal.SIGKILL, signal.SIGTERM):
+                broker.process.wait(timeout=20)
+
+    def signal(self, node_id: int, signum: int) -> None:
+        process = self.brokers[node_id].process
+        assert process is not None
+        os.kill(process.pid, signum)
+
+    def stop_all(self) -> None:
+        for node_id, broker in self.brokers.items():
+            if broker.process is not None and broker.process.poll() is None:
+                os.kill(broker.process.pid, signal.SIGCONT)
+                self.kill(node_id, signal.SIGKILL)
+
+    def bootstrap(self) -> str:
+        return ",".join(b.address for b in self.brokers.values() if b.alive())
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap()})
+
+    def create_topic(self, name: str, partitions: int = 1, replication: int = 3,
+                     configs: dict[str, str] | None = None) -> None:
+        admin = self.admin()  # must outlive the future
+        futures = admin.create_topics(
+            [NewTopic(name, partitions, replication, config=configs or {})], request_timeout=15
+        )
+        futures[name].result(timeout=20)
+
+    def partition_state(self, topic: str, partition: int = 0) -> tuple[int, list[int], list[int]]:
+        """(leader, replicas, isr) from Metadata."""
+        metadata = self.admin().list_topics(topic, timeout=10)
+        p = metadata.topics[topic].partitions[partition]
+        return p.leader, list(p.replicas), list(p.isrs)
+
+    def wait_for(self, predicate, timeout_s: float = 30.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout_s
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                if predicate():
+                    return
+            except Exception as error:  # noqa: BLE001 - metadata races while brokers move
+                last_error = error
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what} (last error: {last_error})")
