@@ -115,15 +115,24 @@ def produce_batch_mode(bootstrap: str, count: int, pool: list[bytes]) -> tuple[f
     remaining = count
     while remaining:
         part = chunk if remaining >= len(chunk) else chunk[:remaining]
-        while True:
+        pending = part
+        while pending:
             try:
-                queued = producer.produce_batch(TOPIC, part, partition=0)
+                queued = producer.produce_batch(TOPIC, pending, partition=0)
             except BufferError:
                 producer.poll(0.005)
                 continue
-            if queued != len(part):
-                raise RuntimeError(f"produce_batch queued {queued} of {len(part)}")
-            break
+            if queued == len(pending):
+                break
+            # A full local queue fails the tail of the batch: librdkafka marks those messages
+            # with "_error"; wait for deliveries and queue just those again.
+            failed = [message for message in pending if "_error" in message]
+            for message in failed:
+                del message["_error"]
+            if len(failed) != len(pending) - queued:
+                raise RuntimeError(f"produce_batch queued {queued} of {len(pending)}")
+            producer.poll(0.005)
+            pending = failed
         producer.poll(0)
         remaining -= len(part)
         sent_bytes += chunk_bytes if part is chunk else sum(len(i["value"]) for i in part)

@@ -123,7 +123,7 @@ class Cluster:
             try:
                 if predicate():
                     return
-            except Exception as error:  # noqa: BLE001 - metadata races while brokers move
+            except Exception as error:
                 last_error = error
             time.sleep(0.2)
         raise AssertionError(f"timed out waiting for {what} (last error: {last_error})")

@@ -1,4 +1,4 @@
-from tests.replication.checker import check
+from .checker import check
 
 
 def test_clean_history_passes() -> None:
