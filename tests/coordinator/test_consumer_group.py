@@ -100,7 +100,8 @@ def test_fencing_errors_and_commits() -> None:
         return h.run(h.shard.offset_commit(request, 2)).partitions[0][2]  # type: ignore[no-any-return]
 
     assert commit("a", 1) is ErrorCode.NONE
-    assert commit("a", 2) is ErrorCode.FENCED_MEMBER_EPOCH
+    # Kafka's ConsumerGroup.validateMemberEpoch: any other epoch, newer or older, is stale.
+    assert commit("a", 2) is ErrorCode.STALE_MEMBER_EPOCH
     assert commit("a", 0) is ErrorCode.STALE_MEMBER_EPOCH
     assert commit("x", 1) is ErrorCode.UNKNOWN_MEMBER_ID
     assert commit("a", 1, version=8) is ErrorCode.UNSUPPORTED_VERSION
@@ -159,7 +160,13 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         self.member_ids: dict[str, str] = {}
         self.incarnation = 0
 
-    def _beat(self, name: str, epoch: int, topics: tuple[str, ...] | None = None) -> None:
+    def _beat(
+        self,
+        name: str,
+        epoch: int,
+        topics: tuple[str, ...] | None = None,
+        regex: str | None = None,
+    ) -> None:
         """Heartbeat as client `name`; "d" is static and rejoins under a fresh member id."""
         self.now += 10
         if epoch == 0:
@@ -171,6 +178,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             epoch,
             instance_id="static-d" if name == "d" else None,
             subscribed_topic_names=topics,
+            subscribed_topic_regex=regex,
             owned=self.owned.get(name),
             rebalance_timeout_ms=60_000,
         )
@@ -185,10 +193,15 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         if response.assignment is not None:
             self.owned[name] = response.assignment  # the client revokes/assigns at once
 
-    @rule(member=st.sampled_from("abcd"), topics=st.sampled_from([("t",), ("t", "u"), ("u",)]))
-    def join(self, member: str, topics: tuple[str, ...]) -> None:
+    @rule(
+        member=st.sampled_from("abcd"),
+        subscription=st.sampled_from(
+            [(("t",), None), (("t", "u"), None), (("u",), None), ((), "[tu]"), (("t",), "u")]
+        ),
+    )
+    def join(self, member: str, subscription: tuple[tuple[str, ...], str | None]) -> None:
         if member not in self.epochs:
-            self._beat(member, 0, topics)
+            self._beat(member, 0, *subscription)
 
     @precondition(lambda self: bool(self.epochs))
     @rule(data=st.data())

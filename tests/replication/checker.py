@@ -6,6 +6,7 @@ order, and each replica's log as offset -> value. Counts must all be 0 for a cor
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,5 +38,5 @@ def check(
     duplicated = sum(count - 1 for count in counts.values() if count > 1)
     position = {v: o for o, v in reference.items()}
     stored_in_send_order = [position[v] for v in sent_order if v in position]
-    reordered = sum(1 for a, b in zip(stored_in_send_order, stored_in_send_order[1:]) if b < a)
+    reordered = sum(1 for a, b in itertools.pairwise(stored_in_send_order) if b < a)
     return Verdict(lost, duplicated, reordered, inconsistent, len(acknowledged))

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from .helpers import produce, reader
@@ -48,9 +48,18 @@ def test_stop_and_restart_reads_every_row_once(spark, bootstrap, new_topic, tmp_
     _drain(spark, bootstrap, topic, checkpoint, output)
     assert len(_output_keys(spark, output)) == 30
     produce(bootstrap, topic, 30, partitions=2, seed=2)
-    _drain(spark, bootstrap, topic, checkpoint, output)
+    _drain(spark, bootstrap, topic, checkpoint, output, commitOffsetsToGroup="lag-view")
     keys = _output_keys(spark, output)
     assert keys == sorted({(p, o) for p in (0, 1) for o in range(30)})
+    # The group holds the query's position, so group tools can show its lag. Spark calls
+    # commit(end) of a batch when it plans the next one, so the group trails by one batch:
+    # batch 0 (offsets 15/15) was committed when batch 1 started.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lag-view"})
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=10)
+    finally:
+        consumer.close()
+    assert [c.offset for c in committed] == [15, 15]
 
 
 def test_max_offsets_per_trigger_splits_by_backlog(spark, bootstrap, new_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]

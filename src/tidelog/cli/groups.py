@@ -11,7 +11,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.table import Table
@@ -69,10 +75,20 @@ def groups() -> None:
 @groups.command("list")
 @bootstrap_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def list_groups(bootstrap: str, as_json: bool) -> None:
-    """Every consumer group the cluster knows."""
+@click.option(
+    "--type",
+    "group_types",
+    multiple=True,
+    type=click.Choice(["classic", "consumer"]),
+    help="Only groups of this protocol type (ListGroups v5); repeatable.",
+)
+def list_groups(bootstrap: str, as_json: bool, group_types: tuple[str, ...]) -> None:
+    """Every consumer group the cluster knows, with its type (classic or consumer/KIP-848)."""
     admin = _admin(bootstrap)  # keep the handle alive until the future completes
-    result = _wait(admin.list_consumer_groups(), "listing groups")
+    options: dict[str, Any] = {}
+    if group_types:
+        options["types"] = {ConsumerGroupType[name.upper()] for name in group_types}
+    result = _wait(admin.list_consumer_groups(**options), "listing groups")
     rows = sorted(
         (
             {

@@ -6,6 +6,7 @@ import click
 
 from tidelog.cli.archive import archive
 from tidelog.cli.bench import bench_group
+from tidelog.cli.cluster import cluster_group
 from tidelog.cli.config import config_group
 from tidelog.cli.consume import consume_command
 from tidelog.cli.dump_log import dump_log_command
@@ -30,6 +31,7 @@ main.add_command(dump_log_command)
 main.add_command(config_group)
 main.add_command(bench_group)
 main.add_command(groups)
+main.add_command(cluster_group)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,9 @@ def _cluster_settings(zookeeper: str, settings: dict[str, str]) -> ClusterSettin
 
     unclean = settings.pop("unclean.leader.election.enable", "false").lower()
     if unclean not in ("true", "false"):
-        raise click.BadParameter("unclean.leader.election.enable: true or false", "--set")
+        raise click.BadParameter(
+            "unclean.leader.election.enable: true or false", param_hint="--set"
+        )
     return ClusterSettings(
         zookeeper=zookeeper,
         session_timeout_ms=number("zookeeper.session.timeout.ms", 6000),

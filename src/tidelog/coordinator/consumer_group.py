@@ -6,7 +6,8 @@ ConsumerGroup* records (operations in `consumer_heartbeat.py` produce them):
 - group epoch (ConsumerGroupMetadataValue): bumped whenever membership, a subscription or the
   subscribed topics' partition counts change;
 - subscribed topic metadata (ConsumerGroupPartitionMetadataValue): what the last assignment saw;
-- member metadata (ConsumerGroupMemberMetadataValue): client, subscription, assignor, timeouts;
+- member metadata (ConsumerGroupMemberMetadataValue): client, subscription (topic names and/or
+  a topic regex), assignor, timeouts;
 - target assignment (TargetAssignmentMember per member + TargetAssignmentMetadata epoch): what the
   server-side assignor decided for the group epoch;
 - current member assignment (CurrentMemberAssignmentValue): where each member is on its way to
@@ -16,13 +17,23 @@ Reconciliation (Kafka's CurrentAssignmentBuilder) moves a member toward its targ
 letting two members own a partition: partitions the member must give up are revoked first (its
 epoch stays until it confirms, by reporting owned partitions without them); only then does it
 get the new epoch and the partitions no other member still owns or is revoking.
+
+Regex subscriptions (SubscribedTopicRegex): Kafka compiles them with RE2/J and matches whole
+topic names (`Matcher.matches`); here Python `re.fullmatch` stands in. The two agree on the
+common subset (classes, alternation, repetition, anchors); Python also accepts lookaround and
+backreferences, which RE2/J refuses. A regex is resolved against the broker's topics on every
+heartbeat, so topics created later join the subscription at the next heartbeat; what it
+resolved to is persisted in the subscription metadata record (Kafka keeps it in separate
+ConsumerGroupRegularExpression records, refreshed asynchronously at most every 10 s).
 """
 
 from __future__ import annotations
 
 import enum
+import functools
+import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from tidelog.coordinator.records import (
@@ -70,6 +81,12 @@ def from_topic_partitions(items: tuple[TopicPartitions, ...]) -> dict[uuid.UUID,
     return {topic_id: partitions for topic_id, partitions in result.items() if partitions}
 
 
+@functools.lru_cache(maxsize=256)
+def topic_regex(pattern: str) -> re.Pattern[str]:
+    """A subscription regex, compiled once; raises `re.error` if it is not valid."""
+    return re.compile(pattern)
+
+
 def _flatten(partitions: PartitionSet) -> set[tuple[uuid.UUID, int]]:
     return {(topic_id, index) for topic_id, items in partitions.items() for index in items}
 
@@ -87,6 +104,7 @@ class ConsumerMember:
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None  # never "" (normalised to None)
     rebalance_timeout_ms: int = -1
     instance_id: str | None = None
     rack_id: str | None = None
@@ -102,11 +120,18 @@ class ConsumerMember:
             client_id=self.client_id,
             client_host=self.client_host,
             subscribed_topic_names=self.subscribed_topic_names,
+            subscribed_topic_regex=self.subscribed_topic_regex,
             rebalance_timeout_ms=self.rebalance_timeout_ms,
             instance_id=self.instance_id,
             rack_id=self.rack_id,
             server_assignor=self.server_assignor,
         )
+
+    def subscribes_to(self, topic: str) -> bool:
+        if topic in self.subscribed_topic_names:
+            return True
+        regex = self.subscribed_topic_regex
+        return regex is not None and topic_regex(regex).fullmatch(topic) is not None
 
     def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
         return ConsumerGroupCurrentMemberAssignmentValue(
@@ -141,8 +166,19 @@ class ConsumerGroup:
                 return "Reconciling"
         return "Stable"
 
+    def subscribed_topics(self, available: Iterable[str]) -> set[str]:
+        """Topic names the members subscribe to: named ones, and `available` ones a regex
+        matches (the broker's topics when resolving, the recorded ones otherwise)."""
+        names = {name for m in self.members.values() for name in m.subscribed_topic_names}
+        patterns = {m.subscribed_topic_regex for m in self.members.values()} - {None}
+        if patterns:
+            regexes = [topic_regex(p) for p in sorted(p for p in patterns if p is not None)]
+            names.update(t for t in available if any(r.fullmatch(t) for r in regexes))
+        return names
+
     def subscribed_topic_names(self) -> set[str]:
-        return {name for m in self.members.values() for name in m.subscribed_topic_names}
+        """Subscribed topics as last resolved (regexes against the recorded metadata)."""
+        return self.subscribed_topics(self.subscription_metadata)
 
     def owners(self, excluding: str) -> set[tuple[uuid.UUID, int]]:
         """Partitions other members still own or are still revoking."""
@@ -153,13 +189,16 @@ class ConsumerGroup:
         return owned
 
     def validate_epoch(self, member_id: str, member_epoch: int) -> ErrorCode:
-        """OffsetCommit v9+ / OffsetFetch v9+ member checks for consumer groups."""
+        """OffsetCommit v9+ / OffsetFetch v9+ member checks for consumer groups.
+
+        As Kafka's ConsumerGroup.validateMemberEpoch (through 4.2): any epoch other than the
+        member's current one, older or newer, is STALE_MEMBER_EPOCH (the client refreshes its
+        epoch with a heartbeat and retries); FENCED_MEMBER_EPOCH is for heartbeats only.
+        """
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch > member.member_epoch:
-            return ErrorCode.FENCED_MEMBER_EPOCH
-        if member_epoch < member.member_epoch:
+        if member_epoch != member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
@@ -182,6 +221,7 @@ class ConsumerGroup:
                     client_id=value.client_id,
                     client_host=value.client_host,
                     subscribed_topic_names=value.subscribed_topic_names,
+                    subscribed_topic_regex=value.subscribed_topic_regex or None,
                     rebalance_timeout_ms=value.rebalance_timeout_ms,
                     instance_id=value.instance_id,
                     rack_id=value.rack_id,

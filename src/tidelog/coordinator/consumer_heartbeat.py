@@ -10,6 +10,7 @@ epoch, target assignment (members then epoch), the member's current assignment.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import replace
 
@@ -22,6 +23,7 @@ from tidelog.coordinator.consumer_group import (
     partition_metadata_value,
     reconcile,
     to_topic_partitions,
+    topic_regex,
 )
 from tidelog.coordinator.messages import (
     REVOCATION_TIMER,
@@ -107,14 +109,24 @@ def consumer_group_heartbeat(
         and request.server_assignor not in config.consumer_assignors
     ):
         return _error(ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor {request.server_assignor!r}")
+    if request.subscribed_topic_regex:
+        try:
+            topic_regex(request.subscribed_topic_regex)
+        except re.error as exc:
+            message = (
+                f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid "
+                f"regular expression: {exc}."
+            )
+            return _error(ErrorCode.INVALID_REGULAR_EXPRESSION, message)
     member_id = request.member_id or request.new_member_id
     member = group.members.get(member_id)
     if request.member_epoch == 0:
         if member is None:
             if not member_id:
                 return _error(ErrorCode.INVALID_REQUEST, "MemberId can't be empty")
-            if request.subscribed_topic_names is None:
-                return _error(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set")
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                message = "SubscribedTopicNames or SubscribedTopicRegex must be set"
+                return _error(ErrorCode.INVALID_REQUEST, message)
             if len(group.members) >= config.consumer_max_size:
                 return _error(ErrorCode.GROUP_MAX_SIZE_REACHED, "group is full", member_id)
             for other in list(group.members.values()):
@@ -172,6 +184,11 @@ def _heartbeat(
             if request.subscribed_topic_names is not None
             else current.subscribed_topic_names
         ),
+        subscribed_topic_regex=(
+            request.subscribed_topic_regex or None
+            if request.subscribed_topic_regex is not None
+            else current.subscribed_topic_regex
+        ),
         rebalance_timeout_ms=(
             request.rebalance_timeout_ms
             if request.rebalance_timeout_ms >= 0
@@ -186,7 +203,10 @@ def _heartbeat(
         scratch.emit(
             ConsumerGroupMemberMetadataKey(group.group_id, member_id), updated.metadata_value()
         )
-        bump = bump or updated.subscribed_topic_names != current.subscribed_topic_names
+        bump = bump or (updated.subscribed_topic_names, updated.subscribed_topic_regex) != (
+            current.subscribed_topic_names,
+            current.subscribed_topic_regex,
+        )
     bump = _refresh_subscription_metadata(scratch, topics) or bump
     try:
         _advance_epoch_and_target(scratch, config, bump)
@@ -247,8 +267,10 @@ def _arm_timers(
 
 
 def _refresh_subscription_metadata(scratch: _Scratch, topics: TopicsImage) -> bool:
-    """Record the subscribed topics' ids and partition counts; True if they changed."""
-    names = scratch.group.subscribed_topic_names()
+    """Record the subscribed topics' ids and partition counts; True if they changed.
+
+    Regexes are resolved here, against the broker's topics of this moment."""
+    names = scratch.group.subscribed_topics(topics)
     metadata = {name: topics[name] for name in names if name in topics}
     if metadata == scratch.group.subscription_metadata:
         return False
@@ -270,7 +292,7 @@ def _advance_epoch_and_target(scratch: _Scratch, config: GroupConfig, bump: bool
     spec = AssignmentSpec(
         members={
             member_id: frozenset(
-                metadata[name][0] for name in member.subscribed_topic_names if name in metadata
+                topic_id for name, (topic_id, _) in metadata.items() if member.subscribes_to(name)
             )
             for member_id, member in group.members.items()
         },

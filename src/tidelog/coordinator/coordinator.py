@@ -256,8 +256,11 @@ class GroupCoordinatorShard:
 
     def offset_fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
         group = self.groups.get(request.group_id)
-        if isinstance(group, ConsumerGroup) and request.member_id and request.member_epoch >= 0:
-            error = group.validate_epoch(request.member_id, request.member_epoch)
+        # As Kafka: no member id and a negative epoch is an admin client or a client outside
+        # the group (accepted); anything else from a consumer group is checked like a commit.
+        identified = bool(request.member_id) or request.member_epoch >= 0
+        if isinstance(group, ConsumerGroup) and identified:
+            error = group.validate_epoch(request.member_id or "", request.member_epoch)
             if error is not ErrorCode.NONE:
                 return OffsetFetchResponse(error)
         return OffsetFetchResponse(
@@ -403,6 +406,7 @@ class GroupCoordinatorShard:
                 m.client_host,
                 member_epoch=m.member_epoch,
                 subscribed_topic_names=m.subscribed_topic_names,
+                subscribed_topic_regex=m.subscribed_topic_regex,
                 assigned=to_topic_partitions(m.assigned),
                 target=to_topic_partitions(group.target.get(m.member_id, {})),
             )

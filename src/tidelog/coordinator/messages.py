@@ -236,6 +236,7 @@ class DescribedMember:
     # consumer groups: member epoch and assigned partitions by topic id
     member_epoch: int = -1
     subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
     assigned: tuple[TopicPartitions, ...] = ()
     target: tuple[TopicPartitions, ...] = ()
 
@@ -267,6 +268,7 @@ class ConsumerGroupHeartbeatRequest:
     rack_id: str | None = None
     rebalance_timeout_ms: int = -1
     subscribed_topic_names: tuple[str, ...] | None = None  # None: unchanged
+    subscribed_topic_regex: str | None = None  # None: unchanged; "": no regex any more
     server_assignor: str | None = None
     owned: tuple[TopicPartitions, ...] | None = None  # None: unchanged since last heartbeat
     client_id: str = ""

@@ -49,7 +49,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         13: (0, 5),  # LeaveGroup
         14: (0, 5),  # SyncGroup
         15: (0, 5),  # DescribeGroups
-        16: (0, 4),  # ListGroups
+        16: (0, 5),  # ListGroups (v5: types filter and group type, KIP-848)
         18: (0, 4),  # ApiVersions
         19: (2, 7),  # CreateTopics
         20: (1, 6),  # DeleteTopics

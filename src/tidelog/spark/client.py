@@ -120,6 +120,15 @@ def _task_consumer(kafka_config: Mapping[str, str]) -> tuple[tuple[tuple[str, st
     return key, consumer if consumer is not None else Consumer(config)
 
 
+def commit_group_offsets(consumer: Any, offsets: Mapping[tuple[str, int], int]) -> None:
+    """Commit `offsets` (next offset to read) for the consumer's group, synchronously."""
+    if offsets:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+            asynchronous=False,
+        )
+
+
 def read_range(
     kafka_config: Mapping[str, str],
     offset_range: OffsetRange,

@@ -14,8 +14,9 @@ Supported (same names and meaning as Spark's `kafka` format):
   maxOffsetsPerTrigger, minPartitions, failOnDataLoss, includeHeaders
   kafkaConsumer.pollTimeoutMs       how long an executor waits for a fetch before failing
   kafka.*                           any other librdkafka setting, passed through unprefixed
-Tidelog-only: `archive.path` (read archived offsets from Parquet, see `archive.py`) and `topic`
-(sink default topic).
+Tidelog-only: `archive.path` (read archived offsets from Parquet, see `archive.py`),
+`commitOffsetsToGroup` (streaming: after each batch, commit its end offsets to this consumer
+group so group tools show the query's lag) and `topic` (sink default topic).
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class SourceOptions:
     poll_timeout_ms: int
     archive_path: str | None
     kafka_config: Mapping[str, str]
+    commit_group: str | None = None
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -260,4 +262,5 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         poll_timeout_ms=poll_timeout,
         archive_path=lowered.get("archive.path"),
         kafka_config=config,
+        commit_group=lowered.get("commitOffsetsToGroup") or None,
     )

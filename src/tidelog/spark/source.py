@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+from confluent_kafka import Consumer
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -29,7 +30,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from tidelog.spark.archive import ArchivedRange, Manifest, load_manifest, read_archived
-from tidelog.spark.client import Cluster, read_range
+from tidelog.spark.client import Cluster, commit_group_offsets, consumer_config, read_range
 from tidelog.spark.options import EARLIEST, OffsetSpec, SourceOptions, parse_source_options
 from tidelog.spark.planning import (
     OffsetRange,
@@ -172,11 +173,12 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self._cluster: Cluster | None = None
         self._latest: PartitionOffsets | None = None
         self._available_now_target: PartitionOffsets | None = None
+        self._committer: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
-        # Executors only need the options; the driver's client must not be pickled.
+        # Executors only need the options; the driver's clients must not be pickled.
         return {"options": self.options, "_cluster": None, "_latest": None,
-                "_available_now_target": None}
+                "_available_now_target": None, "_committer": None}
 
     def _client(self) -> Cluster:
         if self._cluster is None:
@@ -237,12 +239,23 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return _read(partition, self.options)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Offsets live in Spark's checkpoint; nothing to acknowledge to the broker."""
+        """Offsets live in Spark's checkpoint; with `commitOffsetsToGroup` they are also
+        committed to that group, for lag tools (never read back by the source)."""
+        if self.options.commit_group is None:
+            return
+        if self._committer is None:
+            config = consumer_config(self.options.kafka_config)
+            config["group.id"] = self.options.commit_group
+            self._committer = Consumer(config)
+        commit_group_offsets(self._committer, json_to_offsets(end))
 
     def stop(self) -> None:
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+        if self._committer is not None:
+            self._committer.close()
+            self._committer = None
 
 
 class TidelogDataSource(DataSource):  # type: ignore[misc]

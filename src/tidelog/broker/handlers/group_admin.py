@@ -32,10 +32,11 @@ DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCR
 async def handle_list_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     module = classes(LIST_GROUPS, version)
-    states = getattr(request, "states_filter", ()) or ()
+    states = getattr(request, "states_filter", ()) or ()  # v4+
+    types = getattr(request, "types_filter", ()) or ()  # v5+: "classic" / "consumer"
     listed = []
     for shard in service(broker).shards.values():
-        for group in shard.list_groups(states):
+        for group in shard.list_groups(states, types):
             listed.append(
                 responses.build(
                     module.ListedGroup,
@@ -165,6 +166,7 @@ def _described_consumer_group(
             client_id=m.client_id,
             client_host=m.client_host,
             subscribed_topic_names=m.subscribed_topic_names,
+            subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=assignment(m.assigned),
             target_assignment=assignment(m.target),
             member_type=1,  # consumer protocol

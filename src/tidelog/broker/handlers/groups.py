@@ -313,6 +313,7 @@ async def handle_consumer_group_heartbeat(
             if request.subscribed_topic_names is None
             else tuple(request.subscribed_topic_names)
         ),
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),  # v1+
         server_assignor=request.server_assignor,
         owned=owned,
         client_id=context.header.client_id or "",
