@@ -204,3 +204,35 @@ def test_session_timeout_limits_come_from_the_broker_config(
     assert refused.errors[0].code() == KafkaError.INVALID_SESSION_TIMEOUT
     assert refused.owned == set()
     refused.consumer.close()
+
+
+def test_list_groups_every_version_and_describe_shows_the_regex(broker: Any) -> None:
+    from broker.raw import RawClient, request_module
+
+    _create(broker.bootstrap, ("raw-orders", 1))
+    member = Tracked(broker.bootstrap, "raw-regex-group")
+    member.subscribe(["^raw-ord.*"])
+    spin_until([member], lambda: member.owned == {("raw-orders", 0)}, 20, "assignment")
+    with RawClient(broker.bootstrap) as client:
+        for version in range(0, 6):
+            body = request_module(16, version).ListGroupsRequest()
+            answer = client.call(16, version, body)
+            assert answer.error_code == 0, version
+            assert "raw-regex-group" in {g.group_id for g in answer.groups}, version
+        typed = request_module(16, 5).ListGroupsRequest(types_filter=("Classic",))
+        assert "raw-regex-group" not in {g.group_id for g in client.call(16, 5, typed).groups}
+        typed = request_module(16, 5).ListGroupsRequest(
+            states_filter=("stable",), types_filter=("consumer",)
+        )
+        listed = {g.group_id: g for g in client.call(16, 5, typed).groups}
+        assert listed["raw-regex-group"].group_type == "consumer"
+        assert listed["raw-regex-group"].protocol_type == "consumer"
+        describe = request_module(69, 1).ConsumerGroupDescribeRequest(
+            group_ids=("raw-regex-group",), include_authorized_operations=False
+        )
+        (group,) = client.call(69, 1, describe).groups
+        (described,) = group.members
+        assert described.subscribed_topic_regex is not None
+        assert "^raw-ord.*" in described.subscribed_topic_regex  # librdkafka wraps it in (...)
+        assert [t.topic_name for t in described.assignment.topic_partitions] == ["raw-orders"]
+    member.consumer.close()

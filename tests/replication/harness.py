@@ -102,6 +102,11 @@ class Cluster:
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap()})
 
+    @staticmethod
+    def admin_of(address: str) -> AdminClient:
+        """An admin client that talks to this one broker only (its own view of the cluster)."""
+        return AdminClient({"bootstrap.servers": address})
+
     def create_topic(self, name: str, partitions: int = 1, replication: int = 3,
                      configs: dict[str, str] | None = None) -> None:
         admin = self.admin()  # must outlive the future

@@ -20,10 +20,8 @@ class Sent:
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int = 1,
-            seed: int = 1, first_timestamp_ms: int = BASE_TIMESTAMP_MS,
-            batch_per_record: bool = False) -> list[Sent]:
-    """Produce `count` records round-robin over partitions; timestamp i is first + i*1000.
-    `batch_per_record` flushes after each record so each is its own record batch."""
+            seed: int = 1, first_timestamp_ms: int = BASE_TIMESTAMP_MS) -> list[Sent]:
+    """Produce `count` records round-robin over partitions; timestamp i is first + i*1000."""
     rng = random.Random(seed)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "linger.ms": 5})
@@ -36,8 +34,6 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int = 1,
         producer.produce(topic, value, key, partition=record.partition,
                          headers=list(headers) or None, timestamp=record.timestamp_ms)
         sent.append(record)
-        if batch_per_record:
-            producer.flush(30)
     assert producer.flush(30) == 0
     return sent
 

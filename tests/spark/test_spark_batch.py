@@ -48,9 +48,9 @@ def test_starting_and_ending_offsets(spark, bootstrap, new_topic) -> None:  # ty
 
 def test_starting_and_ending_timestamps(spark, bootstrap, new_topic) -> None:  # type: ignore[no-untyped-def]
     topic = new_topic()
-    # Record i has timestamp BASE + i s. One batch per record: the broker answers ListOffsets
-    # by timestamp at batch granularity (a broker bug reported to the lead).
-    produce(bootstrap, topic, 20, batch_per_record=True)
+    # Record i has timestamp BASE + i s, all in one record batch: ListOffsets by timestamp
+    # must answer with the exact record, not the batch's base offset.
+    produce(bootstrap, topic, 20)
     rows = reader(spark, bootstrap, subscribe=topic,
                   startingTimestamp=str(BASE_TIMESTAMP_MS + 4500),
                   endingTimestamp=str(BASE_TIMESTAMP_MS + 9000)).collect()

@@ -48,6 +48,15 @@ UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 REPLICATION_TOPIC_CONFIGS = frozenset({MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION})
 
 
+def check_leader_epoch(tp: TopicPartition, asked: int, current: int) -> None:
+    """KIP-320: a request naming an older leader epoch is fenced, a newer one is unknown yet
+    (this broker has not seen that leadership change); -1 asks for no check."""
+    if 0 <= asked < current:
+        raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{tp}: epoch {asked} < {current}")
+    if asked > current:
+        raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH, f"{tp}: epoch {asked} > {current}")
+
+
 @dataclass(eq=False)
 class ReplicaState:
     """One hosted partition as this broker sees it."""
@@ -208,8 +217,11 @@ class Replication:
             raise KafkaError(code, f"{tp} is not hosted by broker {self.node_id}")
         return state
 
-    def _leader(self, tp: TopicPartition) -> ReplicaState:
+    def _leader(self, tp: TopicPartition, current_leader_epoch: int = -1) -> ReplicaState:
+        """This broker's partition as leader; the client's epoch is checked first (KIP-320,
+        Kafka's order): older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH, -1 none."""
         state = self._partition(tp)
+        check_leader_epoch(tp, current_leader_epoch, state.leader_epoch)
         if state.leader != self.node_id:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{tp}: leader is {state.leader}")
         return state
@@ -268,14 +280,15 @@ class Replication:
         state.waiters.clear()
 
     def fetch_bounds(
-        self, tp: TopicPartition, replica_id: int, fetch_offset: int
+        self, tp: TopicPartition, replica_id: int, fetch_offset: int,
+        current_leader_epoch: int = -1,
     ) -> tuple[int, int]:
         """(high watermark to report, offset to read below) for a Fetch on this leader.
 
         Consumers read below the high watermark; a follower (replica_id >= 0) reads to the
         log end and its fetch offset is its log end offset (placement.update_follower_fetch).
         """
-        state = self._leader(tp)
+        state = self._leader(tp, current_leader_epoch)
         log_end_offset = state.log.log_end_offset
         if replica_id < 0:
             return state.high_watermark, state.high_watermark
@@ -304,15 +317,17 @@ class Replication:
             self._write_isr(state, placement.expanded_isr(state.isr, replica_id, state.replicas))
         self._advance_high_watermark(state)
 
-    def high_watermark(self, tp: TopicPartition) -> int:
-        return self._leader(tp).high_watermark
+    def high_watermark(self, tp: TopicPartition, current_leader_epoch: int = -1) -> int:
+        return self._leader(tp, current_leader_epoch).high_watermark
 
     def leader_epoch(self, tp: TopicPartition) -> int:
         return self._partition(tp).leader_epoch
 
-    def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
+    def end_offset_for_epoch(
+        self, tp: TopicPartition, epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[int, int]:
         """OffsetForLeaderEpoch on the leader: (epoch found, its end offset)."""
-        state = self._leader(tp)
+        state = self._leader(tp, current_leader_epoch)
         return state.epochs.end_offset_for(epoch, state.log.log_end_offset)
 
     def set_follower_high_watermark(self, state: ReplicaState, leader_high_watermark: int) -> None:

@@ -171,6 +171,8 @@ class ClusterMember:
             except (ConnectionLoss, SessionExpiredError):
                 self._inbox.put(event)
             except ControllerMovedError:
+                _log.warning("broker %d: controller write fenced by a newer controller epoch",
+                             self.broker_id)
                 self._resign()
             except ConnectionClosedError:
                 self._resign()  # the owner stopped the client: this broker is leaving
@@ -226,6 +228,9 @@ class ClusterMember:
         return self._on_failover()
 
     def _resign(self) -> None:
+        if self._fence is not None:
+            _log.warning("broker %d resigned as controller (epoch %d)",
+                         self.broker_id, self._fence.epoch)
         self._fence = None
         self._live.clear()
         self._assignments.clear()

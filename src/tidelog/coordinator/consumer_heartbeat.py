@@ -25,6 +25,12 @@ from tidelog.coordinator.consumer_group import (
     to_topic_partitions,
     topic_regex,
 )
+from tidelog.coordinator.consumer_static import (
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Scratch,
+    replace_static,
+    static_leave,
+)
 from tidelog.coordinator.messages import (
     REVOCATION_TIMER,
     SESSION_TIMER,
@@ -47,33 +53,10 @@ from tidelog.coordinator.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     CoordinatorRecord,
-    RecordKey,
-    RecordValue,
 )
 from tidelog.errors import ErrorCode, KafkaError
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
-LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-
-
-class _Scratch:
-    """A copy of the group that records are replayed on while an operation runs."""
-
-    def __init__(self, group: ConsumerGroup) -> None:
-        self.group = ConsumerGroup(
-            group.group_id,
-            group.group_epoch,
-            group.assignment_epoch,
-            dict(group.members),
-            dict(group.target),
-            dict(group.subscription_metadata),
-        )
-        self.records: list[CoordinatorRecord] = []
-
-    def emit(self, key: RecordKey, value: RecordValue | None) -> None:
-        record = CoordinatorRecord(key, value)
-        self.group.replay(record)
-        self.records.append(record)
 
 
 def _error(
@@ -97,7 +80,7 @@ def consumer_group_heartbeat(
         if leaving is None:
             return _error(ErrorCode.UNKNOWN_MEMBER_ID, "unknown member", request.member_id)
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and leaving.instance_id:
-            result = _static_leave(group, leaving)
+            result = static_leave(group, leaving)
         else:
             result = fence_member(group, request.member_id, topics, config, deadlines)
         result.response = ConsumerGroupHeartbeatResponse(
@@ -134,7 +117,7 @@ def consumer_group_heartbeat(
                     if other.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                         message = "instance id in use"
                         return _error(ErrorCode.UNRELEASED_INSTANCE_ID, message, member_id)
-                    scratch, replacement = _replace_static(group, other, member_id, deadlines)
+                    scratch, replacement = replace_static(group, other, member_id, deadlines)
                     return _heartbeat(
                         group,
                         replacement,
@@ -169,10 +152,10 @@ def _heartbeat(
     config: GroupConfig,
     deadlines: dict[TimerKey, int],
     now_ms: int,
-    scratch: _Scratch | None = None,
+    scratch: Scratch | None = None,
 ) -> Result[ConsumerGroupHeartbeatResponse]:
     replacing = scratch is not None
-    scratch = scratch or _Scratch(group)
+    scratch = scratch or Scratch(group)
     result: Result[ConsumerGroupHeartbeatResponse] = Result()
     current = member or ConsumerMember(member_id)
     updated = replace(
@@ -266,7 +249,7 @@ def _arm_timers(
         result.timers.append(TimerRequest(revocation, None))
 
 
-def _refresh_subscription_metadata(scratch: _Scratch, topics: TopicsImage) -> bool:
+def _refresh_subscription_metadata(scratch: Scratch, topics: TopicsImage) -> bool:
     """Record the subscribed topics' ids and partition counts; True if they changed.
 
     Regexes are resolved here, against the broker's topics of this moment."""
@@ -279,7 +262,7 @@ def _refresh_subscription_metadata(scratch: _Scratch, topics: TopicsImage) -> bo
     return True
 
 
-def _advance_epoch_and_target(scratch: _Scratch, config: GroupConfig, bump: bool) -> None:
+def _advance_epoch_and_target(scratch: Scratch, config: GroupConfig, bump: bool) -> None:
     group = scratch.group
     if bump:
         scratch.emit(
@@ -317,54 +300,6 @@ def _advance_epoch_and_target(scratch: _Scratch, config: GroupConfig, bump: bool
     )
 
 
-def _static_leave(
-    group: ConsumerGroup, member: ConsumerMember
-) -> Result[ConsumerGroupHeartbeatResponse]:
-    """Epoch -2: a static member goes away for a while; it keeps its partitions (no rebalance)
-    until its session expires or a new member with its instance id takes over."""
-    scratch = _Scratch(group)
-    away = replace(
-        member,
-        member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-        previous_member_epoch=member.member_epoch,
-    )
-    key = ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member.member_id)
-    scratch.emit(key, away.assignment_value())
-    return Result(records=scratch.records)
-
-
-def _replace_static(
-    group: ConsumerGroup,
-    old: ConsumerMember,
-    member_id: str,
-    deadlines: dict[TimerKey, int],
-) -> tuple[_Scratch, ConsumerMember]:
-    """A static member is back under a new member id: it takes over the old id's target and
-    partitions at the epoch it left with, without bumping the group epoch."""
-    scratch = _Scratch(group)
-    group_id = group.group_id
-    target = group.target.get(old.member_id, {})
-    scratch.emit(ConsumerGroupCurrentMemberAssignmentKey(group_id, old.member_id), None)
-    scratch.emit(ConsumerGroupTargetAssignmentMemberKey(group_id, old.member_id), None)
-    scratch.emit(ConsumerGroupMemberMetadataKey(group_id, old.member_id), None)
-    for kind in (SESSION_TIMER, REVOCATION_TIMER):
-        deadlines.pop((kind, group_id, old.member_id), None)
-    replacement = replace(
-        old,
-        member_id=member_id,
-        member_epoch=old.previous_member_epoch,
-        previous_member_epoch=-1,
-    )
-    scratch.emit(ConsumerGroupMemberMetadataKey(group_id, member_id), replacement.metadata_value())
-    scratch.emit(
-        ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-        ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)),
-    )
-    key = ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id)
-    scratch.emit(key, replacement.assignment_value())
-    return scratch, replacement
-
-
 def fence_member(
     group: ConsumerGroup,
     member_id: str,
@@ -373,7 +308,7 @@ def fence_member(
     deadlines: dict[TimerKey, int],
 ) -> Result[ConsumerGroupHeartbeatResponse]:
     """Remove a member (leave, session expiry, revocation timeout) and re-target the rest."""
-    scratch = _Scratch(group)
+    scratch = Scratch(group)
     group_id = group.group_id
     scratch.emit(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None)
     scratch.emit(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None)

@@ -203,13 +203,9 @@ async def handle_offset_for_leader_epoch(
             tp = TopicPartition(topic.topic, partition.partition)
             epoch, end_offset, code = -1, -1, ErrorCode.NONE
             try:
-                current = replication.leader_epoch(tp)
-                asked = int(partition.current_leader_epoch)
-                if 0 <= asked < current:
-                    raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{asked} < {current}")
-                if asked > current:
-                    raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH, f"{asked} > {current}")
-                epoch, end_offset = replication.end_offset_for_epoch(tp, partition.leader_epoch)
+                epoch, end_offset = replication.end_offset_for_epoch(
+                    tp, partition.leader_epoch, int(partition.current_leader_epoch)
+                )
             except KafkaError as error:
                 code = error.code
             partitions.append(responses.build(

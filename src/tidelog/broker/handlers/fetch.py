@@ -43,6 +43,7 @@ class _Wanted:
     partition: int
     fetch_offset: int
     partition_max_bytes: int
+    current_leader_epoch: int = -1  # v9+; checked only in cluster mode (KIP-320)
 
 
 def _wanted(broker: Broker, request: Any, version: int) -> list[_Wanted]:
@@ -64,6 +65,7 @@ def _wanted(broker: Broker, request: Any, version: int) -> list[_Wanted]:
                     partition.partition,
                     partition.fetch_offset,
                     partition.partition_max_bytes,
+                    int(getattr(partition, "current_leader_epoch", -1)),
                 )
             )
     return wanted
@@ -90,7 +92,8 @@ def _read_all(
             high_watermark = max_offset = partition_log.log_end_offset
             if broker.replication is not None:  # cluster: leaders only, consumers below the HW
                 high_watermark, max_offset = broker.replication.fetch_bounds(
-                    TopicPartition(item.name, item.partition), replica_id, item.fetch_offset
+                    TopicPartition(item.name, item.partition), replica_id, item.fetch_offset,
+                    item.current_leader_epoch,
                 )
             limit = max(0, min(item.partition_max_bytes, max_bytes - total))
             result = partition_log.read(

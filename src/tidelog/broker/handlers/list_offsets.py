@@ -24,11 +24,15 @@ LIST_OFFSETS = 2
 LEADER_EPOCH = 0
 
 
-def _lookup(broker: Broker, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+def _lookup(
+    broker: Broker, topic: str, partition: int, timestamp: int, current_leader_epoch: int = -1
+) -> tuple[int, int]:
     """(offset, timestamp) for one partition; raises KafkaError."""
     partition_log = broker.partition_log(topic, partition)
     if broker.replication is not None:  # cluster: the leader answers; latest is the HW
-        high_watermark = broker.replication.high_watermark(TopicPartition(topic, partition))
+        high_watermark = broker.replication.high_watermark(
+            TopicPartition(topic, partition), current_leader_epoch
+        )
         if timestamp == LATEST_TIMESTAMP:
             return high_watermark, -1
     if timestamp == EARLIEST_TIMESTAMP:
@@ -78,11 +82,17 @@ async def handle_list_offsets(broker: Broker, context: RequestContext, request: 
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
+            leader_epoch = LEADER_EPOCH
             try:
                 offset, timestamp = _lookup(
-                    broker, topic.name, partition.partition_index, partition.timestamp
+                    broker, topic.name, partition.partition_index, partition.timestamp,
+                    int(getattr(partition, "current_leader_epoch", -1)),
                 )
                 code = ErrorCode.NONE
+                if broker.replication is not None:  # cluster: the real leader epoch
+                    leader_epoch = broker.replication.leader_epoch(
+                        TopicPartition(topic.name, partition.partition_index)
+                    )
             except KafkaError as error:
                 offset, timestamp, code = -1, -1, error.code
             partitions.append(
@@ -92,7 +102,7 @@ async def handle_list_offsets(broker: Broker, context: RequestContext, request: 
                     error_code=code,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=LEADER_EPOCH,
+                    leader_epoch=leader_epoch,
                 )
             )
         topics.append(
