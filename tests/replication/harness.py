@@ -17,9 +17,23 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tidelog.cluster.zookeeper_server import free_port
+from tidelog.records.batch import iter_batches
+from tidelog.records.record import iter_records
 
 SESSION_TIMEOUT_MS = 3000
 LAG_TIME_MAX_MS = 2000
+HW_CHECKPOINT_MS = 500
+
+
+def replica_log(data_dir: Path, topic: str, partition: int = 0) -> dict[int, bytes]:
+    """offset -> value of every record in a (stopped) broker's copy of the partition."""
+    files = sorted((data_dir / f"{topic}-{partition}").glob("*.log"))
+    data = b"".join(p.read_bytes() for p in files)
+    return {
+        record.offset: record.value or b""
+        for batch in iter_batches(data)
+        for record in iter_records(batch)
+    }
 
 
 @dataclass
@@ -63,6 +77,7 @@ class Cluster:
             "--set", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
             "--set", f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}",
             "--set", "default.replication.factor=3",
+            "--set", f"replica.high.watermark.checkpoint.interval.ms={HW_CHECKPOINT_MS}",
         ]
         for item in self.extra_sets:
             command += ["--set", item]

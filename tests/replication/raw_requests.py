@@ -22,8 +22,10 @@ def _module(api_key: int, version: int) -> Any:
     return sys.modules[load_request_schema(api_key, version).__module__]
 
 
-def call(address: str, api_key: int, version: int, body: Any, timeout_s: float = 15.0) -> Any:
-    """One request on a fresh connection; all versions used here are flexible."""
+def send(address: str, api_key: int, version: int, body: Any,
+         timeout_s: float = 15.0) -> socket.socket:
+    """Send one request on a fresh connection; `receive` reads its answer later (a request
+    can wait in a stopped broker's socket buffer)."""
     request_cls = load_request_schema(api_key, version)
     header = request_cls.__header_schema__(
         request_api_key=api_key, request_api_version=version, correlation_id=1,
@@ -34,11 +36,21 @@ def call(address: str, api_key: int, version: int, body: Any, timeout_s: float =
     entity_writer(request_cls)(buffer, body)
     payload = buffer.getvalue()
     host, _, port = address.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-        sock.sendall(struct.pack(">i", len(payload)) + payload)
+    sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+    sock.sendall(struct.pack(">i", len(payload)) + payload)
+    return sock
+
+
+def receive(sock: socket.socket, api_key: int, version: int) -> Any:
+    """The answer to `send` (all versions used here are flexible); closes the socket."""
+    with sock:
         frame = _read(sock, struct.unpack(">i", _read(sock, 4))[0])
-    body_out, _ = entity_reader(load_response_schema(api_key, version))(frame, 5)
-    return body_out
+    body, _ = entity_reader(load_response_schema(api_key, version))(frame, 5)
+    return body
+
+
+def call(address: str, api_key: int, version: int, body: Any, timeout_s: float = 15.0) -> Any:
+    return receive(send(address, api_key, version, body, timeout_s), api_key, version)
 
 
 def _read(sock: socket.socket, count: int) -> bytes:
@@ -91,16 +103,24 @@ def list_offsets(address: str, topic: str, current_leader_epoch: int) -> tuple[i
     return int(answer.error_code), int(answer.offset), int(answer.leader_epoch)
 
 
-def produce(address: str, topic: str, values: list[bytes], acks: int,
-            timeout_s: float = 15.0) -> tuple[int, int]:
-    """(error_code, base_offset) of one non-idempotent batch produced with `acks` (1 or -1)."""
+def produce_request(topic: str, values: list[bytes], acks: int, timeout_s: float) -> Any:
+    """One non-idempotent batch of `values` for partition 0 (Produce v9)."""
     module = _module(PRODUCE, 9)
     records = bytes(build_batch([NewRecord(value=value) for value in values]))
-    body = module.ProduceRequest(
+    return module.ProduceRequest(
         transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=timeout_s),
         topic_data=(module.TopicProduceData(name=topic, partition_data=(
             module.PartitionProduceData(index=0, records=records),)),),
     )
-    answer = call(address, PRODUCE, 9, body, timeout_s + 5).responses[0]
-    partition = answer.partition_responses[0]
+
+
+def produce_answer(response: Any) -> tuple[int, int]:
+    partition = response.responses[0].partition_responses[0]
     return int(partition.error_code), int(partition.base_offset)
+
+
+def produce(address: str, topic: str, values: list[bytes], acks: int,
+            timeout_s: float = 15.0) -> tuple[int, int]:
+    """(error_code, base_offset) of one batch produced with `acks` (1 or -1)."""
+    body = produce_request(topic, values, acks, timeout_s)
+    return produce_answer(call(address, PRODUCE, 9, body, timeout_s + 5))

@@ -1,36 +1,18 @@
-"""Replication under failure: leader kills, a stopped follower, ISR below min.insync.replicas.
+"""Replication under failure: a stopped follower, ISR below min.insync.replicas.
 
 Real ZooKeeper, three real `tidelog serve --zookeeper` processes, confluent-kafka clients.
-TIDELOG_LEADER_KILLS sets the number of leader kills (default 5).
+Leader kills are in test_leader_kills.py, leader isolation in test_isolation.py.
 """
 
 from __future__ import annotations
 
-import os
 import signal
-import threading
-import time
-from pathlib import Path
 
 from confluent_kafka import KafkaError, Producer
 
-from tidelog.records.batch import iter_batches
-from tidelog.records.record import iter_records
-
-from .checker import check
-from .harness import LAG_TIME_MAX_MS, Cluster
+from .harness import LAG_TIME_MAX_MS, Cluster, replica_log
 
 TOPIC = "jepsen"
-KILLS = int(os.environ.get("TIDELOG_LEADER_KILLS", "5"))
-
-
-def _replica_log(data_dir: Path, topic: str) -> dict[int, bytes]:
-    data = b"".join(p.read_bytes() for p in sorted((data_dir / f"{topic}-0").glob("*.log")))
-    return {
-        record.offset: record.value or b""
-        for batch in iter_batches(data)
-        for record in iter_records(batch)
-    }
 
 
 def _stable(cluster: Cluster, isr_size: int) -> bool:
@@ -48,66 +30,6 @@ def _producer(cluster: Cluster) -> Producer:
         "retry.backoff.ms": 100,
         "topic.metadata.refresh.interval.ms": 1000,
     })
-
-
-def test_leader_kills_lose_and_duplicate_nothing(cluster: Cluster) -> None:
-    cluster.create_topic(TOPIC, configs={"min.insync.replicas": "2"})
-    cluster.wait_for(lambda: _stable(cluster, 3), what="ISR of 3")
-    producer = _producer(cluster)
-    acknowledged: dict[bytes, int] = {}
-    failures: list[str] = []
-    sent: list[bytes] = []
-    stop = threading.Event()
-
-    def on_delivery(error: KafkaError | None, message: object) -> None:
-        if error is None:
-            acknowledged[message.value()] = message.offset()  # type: ignore[attr-defined]
-        else:
-            failures.append(str(error))
-
-    def produce() -> None:
-        sequence = 0
-        while not stop.is_set():
-            value = f"v{sequence:08d}".encode()
-            try:
-                producer.produce(TOPIC, value, on_delivery=on_delivery)
-            except BufferError:
-                producer.poll(0.05)
-                continue
-            sent.append(value)
-            sequence += 1
-            producer.poll(0.002)
-
-    writer = threading.Thread(target=produce)
-    writer.start()
-    try:
-        for _ in range(KILLS):
-            time.sleep(1.0)
-            leader, _, _ = cluster.partition_state(TOPIC)
-            before = len(acknowledged)
-            cluster.kill(leader)
-            cluster.wait_for(
-                lambda leader=leader: cluster.partition_state(TOPIC)[0] not in (-1, leader),
-                what="a new leader",
-            )
-            cluster.start(leader)
-            cluster.wait_for(lambda: _stable(cluster, 3), timeout_s=60, what="the ISR to heal")
-            cluster.wait_for(lambda before=before: len(acknowledged) > before, what="writes")
-    finally:
-        stop.set()
-        writer.join()
-        remaining = producer.flush(120)
-    assert remaining == 0 and not failures, failures[:5]
-    cluster.wait_for(lambda: _stable(cluster, 3), what="a final ISR of 3")
-    time.sleep(1.5)  # followers fetch the last batches
-    for node_id in cluster.brokers:
-        cluster.kill(node_id, signal.SIGTERM)
-    replicas = {n: _replica_log(b.data_dir, TOPIC) for n, b in cluster.brokers.items()}
-    verdict = check(acknowledged, sent, replicas)
-    print(f"{KILLS} leader kills: {verdict}")
-    assert verdict.acknowledged > 0
-    assert verdict.ok(), verdict
-    assert len({len(log) for log in replicas.values()}) == 1  # every replica caught up
 
 
 def test_stopped_follower_leaves_isr_and_rejoins(cluster: Cluster) -> None:
@@ -148,4 +70,4 @@ def test_isr_below_min_insync_refuses_acks_all(cluster: Cluster) -> None:
     assert errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS
     leader_dir = cluster.brokers[leader].data_dir
     cluster.kill(leader, signal.SIGTERM)
-    assert b"refused" not in _replica_log(leader_dir, TOPIC).values()  # nothing appended
+    assert b"refused" not in replica_log(leader_dir, TOPIC).values()  # nothing appended

@@ -52,6 +52,7 @@ class ClusterSettings:
     session_timeout_ms: int = 6000
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = 30_000
+    hw_checkpoint_interval_ms: int = 5_000
     unclean_leader_election_enable: bool = False
 
 
@@ -181,6 +182,10 @@ class ClusterAgent:
         configs: dict[str, dict[str, str]] = {}
         states: dict[TopicPartition, VersionedState] = {}
         for topic in store.topics():
+            topic_path = layout.topic_path(topic)
+            if topic_path not in self._watched:  # partitions added (CreatePartitions)
+                self._watched.add(topic_path)
+                self._client.DataWatch(topic_path, self._data_changed)
             assignment = store.topic_assignment(topic)
             if assignment is None:
                 continue
@@ -240,6 +245,34 @@ class ClusterAgent:
             self._client.set(f"{CONFIG_TOPICS_PATH}/{topic}", document)
         store.create_topic_assignment(assignment)
         return assignment
+
+    def request_topic_deletion(self, topic: str) -> None:
+        """Blocking: `/admin/delete_topics/<t>`; the controller deletes the topic's znodes."""
+        store = self._member.store
+        if store.topic_assignment(topic) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
+        store.request_topic_deletion(topic)
+
+    def add_partitions(self, topic: str, count: int, validate_only: bool = False) -> None:
+        """Blocking: place `count - current` new partitions over the live brokers (same
+        replication factor) and write the grown assignment; the controller creates states."""
+        store = self._member.store
+        assignment = store.topic_assignment(topic)
+        if assignment is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
+        current = len(assignment.partitions)
+        if count <= current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"topic has {current} partitions; partitions can only be added")
+        factor = len(assignment.replicas(0))
+        live = sorted(store.live_brokers())
+        n = max(len(live), 1)  # assign_replicas refuses a factor above the live brokers
+        added = placement.assign_replicas(
+            live, count - current, factor, start_index=random.randrange(n),
+            replica_shift=random.randrange(n), first_partition=current,
+        )
+        if not validate_only:
+            store.add_partitions(topic, added)
 
     def update_isr(
         self, tp: TopicPartition, state: layout.PartitionState, version: int

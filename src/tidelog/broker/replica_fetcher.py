@@ -72,6 +72,11 @@ class ReplicaFetcher:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
+    def cancel(self) -> None:
+        """Stop at the next await, synchronously (its log is about to be deleted)."""
+        if self._task is not None:
+            self._task.cancel()
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()

@@ -31,6 +31,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from tidelog.broker import clock
 from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings, ClusterView, topic_uuid
 from tidelog.cluster import placement
+from tidelog.cluster.hw_checkpoint import read_high_watermarks, write_high_watermarks
 from tidelog.cluster.leader_epochs import LeaderEpochCache
 from tidelog.cluster.zk_layout import NO_LEADER, PartitionState
 from tidelog.cluster.zk_store import VersionedState
@@ -46,15 +47,6 @@ log = logging.getLogger("tidelog.broker.replication")
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 REPLICATION_TOPIC_CONFIGS = frozenset({MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION})
-
-
-def check_leader_epoch(tp: TopicPartition, asked: int, current: int) -> None:
-    """KIP-320: a request naming an older leader epoch is fenced, a newer one is unknown yet
-    (this broker has not seen that leadership change); -1 asks for no check."""
-    if 0 <= asked < current:
-        raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{tp}: epoch {asked} < {current}")
-    if asked > current:
-        raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH, f"{tp}: epoch {asked} > {current}")
 
 
 @dataclass(eq=False)
@@ -89,23 +81,49 @@ class Replication:
         self.agent: ClusterAgent | None = None
         self.first_view = asyncio.Event()
         self._isr_task: asyncio.Task[None] | None = None
+        self._checkpoint_task: asyncio.Task[None] | None = None
+        # High watermarks from the last run's replication-offset-checkpoint, consumed as each
+        # partition is first hosted, so a restarted broker does not start at 0.
+        self._checkpointed = read_high_watermarks(broker.config.data_dir)
+        self._written: dict[TopicPartition, int] = dict(self._checkpointed)
         self._background: set[asyncio.Task[None]] = set()
         self.closing = False
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self._isr_task = asyncio.get_running_loop().create_task(self._isr_loop())
+        loop = asyncio.get_running_loop()
+        self._isr_task = loop.create_task(self._isr_loop())
+        self._checkpoint_task = loop.create_task(self._checkpoint_loop())
 
     async def stop(self) -> None:
         self.closing = True
-        if self._isr_task is not None:
-            self._isr_task.cancel()
+        for task in (self._isr_task, self._checkpoint_task):
+            if task is not None:
+                task.cancel()
         for state in self.partitions.values():
             self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             if state.fetcher is not None:
                 await state.fetcher.stop()
                 state.fetcher = None
+        await self.checkpoint_high_watermarks()
+
+    async def checkpoint_high_watermarks(self) -> None:
+        """Write replication-offset-checkpoint if a high watermark moved since the last write."""
+        current = {tp: state.high_watermark for tp, state in self.partitions.items()}
+        if current == self._written:
+            return
+        try:
+            await asyncio.to_thread(write_high_watermarks, self.broker.config.data_dir, current)
+        except OSError as error:
+            log.error("high watermark checkpoint failed: %s", error)
+            return
+        self._written = current
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.hw_checkpoint_interval_ms / 1000)
+            await self.checkpoint_high_watermarks()
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -118,7 +136,11 @@ class Replication:
         """A fresh read of ZooKeeper (called on the loop by the agent)."""
         if self.closing:
             return
+        previous = self.view
         self.view = view
+        if previous is not None:
+            for topic in set(previous.topics) - set(view.topics):
+                self._remove_topic(topic)  # deleted through ZooKeeper (DeleteTopics)
         for topic, assignment in view.topics.items():
             configs = {
                 k: v for k, v in view.configs.get(topic, {}).items()
@@ -138,11 +160,26 @@ class Replication:
                     self._apply_state(tp, replicas, versioned)
         self.first_view.set()
 
+    def _remove_topic(self, topic: str) -> None:
+        """The topic left ZooKeeper: stop replicating it and delete its local logs."""
+        for tp in [tp for tp in self.partitions if tp.topic == topic]:
+            state = self.partitions.pop(tp)
+            self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            if state.fetcher is not None:
+                state.fetcher.cancel()
+                state.fetcher = None
+        if self.broker.topics.get(topic) is not None:
+            self.broker.delete_topic(topic)
+
     def _state_for(self, tp: TopicPartition, replicas: tuple[int, ...]) -> ReplicaState:
         state = self.partitions.get(tp)
         if state is None:
             partition_log = self.broker.partition_log(tp.topic, tp.partition)
             state = ReplicaState(tp, partition_log, LeaderEpochCache(partition_log.directory))
+            checkpointed = min(self._checkpointed.pop(tp, 0), partition_log.log_end_offset)
+            if checkpointed > 0:
+                state.high_watermark = checkpointed
+                log.info("%s: high watermark %d from the checkpoint", tp, checkpointed)
             self.partitions[tp] = state
         state.replicas = replicas
         return state
@@ -221,7 +258,7 @@ class Replication:
         """This broker's partition as leader; the client's epoch is checked first (KIP-320,
         Kafka's order): older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH, -1 none."""
         state = self._partition(tp)
-        check_leader_epoch(tp, current_leader_epoch, state.leader_epoch)
+        placement.check_leader_epoch(tp, current_leader_epoch, state.leader_epoch)
         if state.leader != self.node_id:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{tp}: leader is {state.leader}")
         return state

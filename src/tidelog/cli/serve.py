@@ -2,6 +2,7 @@
 
 A single node by default; `--zookeeper HOST:PORT[/chroot]` joins a cluster, and then these
 `--set` names are accepted too: min.insync.replicas, replica.lag.time.max.ms,
+replica.high.watermark.checkpoint.interval.ms,
 unclean.leader.election.enable, zookeeper.session.timeout.ms.
 
 Exit status: 0 after a clean SIGTERM/SIGINT shutdown, 2 for bad options or settings, 1 when the
@@ -62,6 +63,7 @@ def _cluster_settings(zookeeper: str, settings: dict[str, str]) -> ClusterSettin
         session_timeout_ms=number("zookeeper.session.timeout.ms", 6000),
         min_insync_replicas=number("min.insync.replicas", 1),
         replica_lag_time_max_ms=number("replica.lag.time.max.ms", 30_000),
+        hw_checkpoint_interval_ms=number("replica.high.watermark.checkpoint.interval.ms", 5000),
         unclean_leader_election_enable=unclean == "true",
     )
 

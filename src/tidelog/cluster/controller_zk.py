@@ -90,6 +90,7 @@ class ClusterMember:
         self._live: dict[int, LiveBroker] = {}
         self._assignments: dict[str, TopicAssignment] = {}
         self._states: dict[TopicPartition, VersionedState] = {}
+        self._watched_topics: set[str] = set()  # topic znodes with a data watch
 
     # ------------------------------------------------------------ lifecycle
 
@@ -201,6 +202,8 @@ class ClusterMember:
         if event is ControllerEvent.ISR_CHANGE:
             self._on_isr_change()
             return []
+        if event is ControllerEvent.PARTITION_MODIFICATION:
+            return self._on_partition_modification()
         self._on_topic_deletion()
         return []
 
@@ -370,7 +373,28 @@ class ClusterMember:
                 _log.error("topic %s skipped: %s", topic, exc)
         return changes
 
+    def _on_partition_modification(self) -> list[PartitionChange]:
+        """Kafka's PartitionModifications: states for partitions an admin added."""
+        fence = self._require_fence()
+        changes = []
+        for topic, known in list(self._assignments.items()):
+            fresh = self.store.topic_assignment(topic)
+            if fresh is not None and set(fresh.partitions) != set(known.partitions):
+                changes.extend(self._load_topic(fence, topic))
+        return changes
+
+    def _watch_topic(self, topic: str) -> None:
+        if topic in self._watched_topics:
+            return
+        self._watched_topics.add(topic)
+
+        def watcher(data: bytes | None, stat: object) -> None:
+            self._inbox.put(ControllerEvent.PARTITION_MODIFICATION)
+
+        self.store.client.DataWatch(layout.topic_path(topic), watcher)
+
     def _load_topic(self, fence: ControllerFence, topic: str) -> list[PartitionChange]:
+        self._watch_topic(topic)
         assignment = self.store.topic_assignment(topic)
         if assignment is None:
             return []

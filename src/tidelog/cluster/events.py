@@ -22,6 +22,7 @@ class ControllerEvent(enum.Enum):
     CONTROLLER_CHANGE = "/controller was created or deleted"
     BROKER_CHANGE = "children of /brokers/ids changed"
     TOPIC_CHANGE = "children of /brokers/topics changed"
+    PARTITION_MODIFICATION = "a topic's assignment changed (partitions added)"
     ISR_CHANGE = "a leader wrote an ISR change notification"
     TOPIC_DELETION = "a topic deletion was requested"
 

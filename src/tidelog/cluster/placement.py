@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from tidelog.cluster.zk_layout import NO_LEADER, PartitionState
 from tidelog.errors import ErrorCode, KafkaError
+from tidelog.types import TopicPartition
 
 MAX_PARTITIONS_PER_TOPIC = 4096  # same bound as the single-node admin handler
 
@@ -297,3 +298,12 @@ def high_watermark(
 def check_min_insync(isr_size: int, min_insync_replicas: int) -> ErrorCode:
     """acks=all is refused (NOT_ENOUGH_REPLICAS) while the ISR is below min.insync.replicas."""
     return ErrorCode.NONE if isr_size >= min_insync_replicas else ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+def check_leader_epoch(tp: TopicPartition, asked: int, current: int) -> None:
+    """KIP-320: a request naming an older leader epoch is fenced, a newer one is unknown yet
+    (this broker has not seen that leadership change); -1 asks for no check."""
+    if 0 <= asked < current:
+        raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{tp}: epoch {asked} < {current}")
+    if asked > current:
+        raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH, f"{tp}: epoch {asked} > {current}")

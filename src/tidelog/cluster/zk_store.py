@@ -9,7 +9,7 @@ with `ControllerMovedError`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,6 +296,26 @@ class ZkStore:
             self._raise_if_fenced(results, fence)
             return False
         return assignment is not None
+
+    def add_partitions(self, topic: str, additions: Mapping[int, tuple[int, ...]]) -> None:
+        """What a CreatePartitions handler writes (Kafka's AdminZkClient.addPartitions): the
+        assignment with new partitions, conditional on the version read; the controller sees
+        the data change and creates their states. UNKNOWN_TOPIC_OR_PARTITION if it is gone,
+        INVALID_PARTITIONS if a partition exists or the assignment moved meanwhile."""
+        try:
+            data, stat = self.client.get(layout.topic_path(topic))
+        except NoNodeError:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}") from None
+        current = TopicAssignment.decode(topic, data)
+        if set(additions) & set(current.partitions):
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"{topic}: partition exists")
+        merged = TopicAssignment(topic, current.topic_id, {**current.partitions, **additions})
+        try:
+            self.client.set(layout.topic_path(topic), merged.encode(), version=stat.version)
+        except (BadVersionError, NoNodeError):
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS, f"{topic}: assignment changed meanwhile"
+            ) from None
 
     def request_topic_deletion(self, topic: str) -> None:
         """What an admin (DeleteTopics handler) writes; the controller does the deleting."""

@@ -10,15 +10,23 @@ Installed into the router's table only when the broker runs with `--zookeeper`
   ZooKeeper (any broker may; the controller creates the partition states). The call returns
   once the assignment is written; clients wait for leaders through Metadata, as with Kafka.
 - OffsetForLeaderEpoch (v2-4): the leader's end offset of the requested epoch (KIP-101).
+- DeleteTopics: `/admin/delete_topics/<t>` (Kafka's path); the controller deletes the znodes,
+  every broker deletes its logs when the topic leaves its view; answered once this broker's
+  view no longer has the topic, or REQUEST_TIMED_OUT at the request's timeout.
+- CreatePartitions: new partitions placed over the live brokers (same replication factor)
+  and the grown assignment written; the controller creates their states (Kafka's
+  AdminZkClient.addPartitions). Manual assignments are refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker import responses
+from tidelog.broker import clock, responses
 from tidelog.broker.replication import REPLICATION_TOPIC_CONFIGS
 from tidelog.broker.topic_configs import validate_overrides
 from tidelog.cluster.zk_layout import NO_LEADER
@@ -32,6 +40,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidelog.broker.cluster_handlers")
 METADATA, CREATE_TOPICS, OFFSET_FOR_LEADER_EPOCH = 3, 19, 23
+DELETE_TOPICS, CREATE_PARTITIONS = 20, 37
+DELETION_POLL_S = 0.05
+_ZERO_UUID = uuid.UUID(int=0)
 _NO_OPERATIONS = -2147483648
 
 
@@ -218,8 +229,93 @@ async def handle_offset_for_leader_epoch(
         topics=tuple(topics))
 
 
+async def _request_deletion(
+    broker: Broker, replication: Replication, name: str | None, topic_id: uuid.UUID | None
+) -> str:
+    if topic_id is not None:
+        if name is not None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "give a topic name or id, not both")
+        info = broker.topics.by_id(topic_id)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}")
+        name = info.name
+    if name is None:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "neither topic name nor id given")
+    info = broker.topics.get(name)
+    if info is not None and info.internal:
+        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"internal topic {name!r}")
+    agent = replication.agent
+    assert agent is not None
+    await asyncio.to_thread(agent.request_topic_deletion, name)
+    return name
+
+
+async def handle_delete_topics(broker: Broker, context: RequestContext, request: Any) -> Any:
+    replication = _replication(broker)
+    version = context.header.api_version
+    module = responses.response_module(DELETE_TOPICS, version)
+    if version >= 6:
+        targets = [(t.name, t.topic_id if t.topic_id not in (None, _ZERO_UUID) else None)
+                   for t in request.topics]
+    else:
+        targets = [(name, None) for name in request.topic_names]
+    repeated = {t for t, count in Counter(targets).items() if count > 1}
+    results: list[dict[str, Any]] = []
+    for name, topic_id in targets:
+        fields: dict[str, Any] = {"name": name, "topic_id": topic_id or _ZERO_UUID}
+        try:
+            if (name, topic_id) in repeated:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "duplicate topic")
+            fields["name"] = await _request_deletion(broker, replication, name, topic_id)
+            fields["error_code"] = ErrorCode.NONE
+        except KafkaError as error:
+            fields.update(error_code=error.code, error_message=error.message or None)
+        results.append(fields)
+    # As Kafka: answer once the deletions are done (here: gone from this broker's view).
+    deadline_ms = clock.monotonic_ms() + int(request.timeout.total_seconds() * 1000)
+    pending = [f for f in results if f.get("error_code") == ErrorCode.NONE]
+    while clock.monotonic_ms() < deadline_ms and any(
+        replication.view is not None and f["name"] in replication.view.topics for f in pending
+    ):
+        await asyncio.sleep(DELETION_POLL_S)
+    for fields in pending:
+        if replication.view is not None and fields["name"] in replication.view.topics:
+            fields["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    cls = responses.response_class(DELETE_TOPICS, version)
+    return responses.build(cls, throttle_time=0, responses=tuple(
+        responses.build(module.DeletableTopicResult, **fields) for fields in results))
+
+
+async def handle_create_partitions(broker: Broker, context: RequestContext, request: Any) -> Any:
+    replication = _replication(broker)
+    agent = replication.agent
+    assert agent is not None
+    version = context.header.api_version
+    module = responses.response_module(CREATE_PARTITIONS, version)
+    repeated = {n for n, c in Counter(t.name for t in request.topics).items() if c > 1}
+    results = []
+    for topic in request.topics:
+        fields: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.NONE}
+        try:
+            if topic.name in repeated:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "duplicate topic name")
+            if topic.assignments is not None:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "manual assignments are not supported in cluster mode")
+            await asyncio.to_thread(
+                agent.add_partitions, topic.name, topic.count, bool(request.validate_only)
+            )
+        except KafkaError as error:
+            fields.update(error_code=error.code, error_message=error.message or None)
+        results.append(responses.build(module.CreatePartitionsTopicResult, **fields))
+    cls = responses.response_class(CREATE_PARTITIONS, version)
+    return responses.build(cls, throttle_time=0, results=tuple(results))
+
+
 def install_cluster_handlers(table: dict[int, Handler]) -> None:
     """Cluster mode: these handlers replace the single-node ones (and add key 23)."""
     table[METADATA] = handle_metadata
     table[CREATE_TOPICS] = handle_create_topics
     table[OFFSET_FOR_LEADER_EPOCH] = handle_offset_for_leader_epoch
+    table[DELETE_TOPICS] = handle_delete_topics
+    table[CREATE_PARTITIONS] = handle_create_partitions

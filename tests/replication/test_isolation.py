@@ -1,0 +1,91 @@
+"""An isolated leader: it acknowledges no acks=all write, and its divergent tail is truncated.
+
+SIGSTOP of the leader process stands in for its isolation from ZooKeeper and the followers:
+its session expires, the controller elects a follower (leader epoch + 1) which takes writes.
+Requests sent to the stopped leader wait in its socket buffer and are served the moment it
+resumes, before it has heard of the new leader: the acks=1 batch is appended locally under
+the old epoch and acknowledged (a divergent tail, and an acks=1 loss); the acks=all batch is
+appended too but never acknowledged. Once it learns the new epoch it follows, truncates to
+the new leader's end offset for its epoch (OffsetForLeaderEpoch, KIP-101) and fetches.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from kio.schema.errors import ErrorCode as KioErrorCode
+
+from .checker import check
+from .harness import SESSION_TIMEOUT_MS, Cluster, replica_log
+from .raw_requests import (
+    PRODUCE,
+    metadata_leader_epoch,
+    produce,
+    produce_answer,
+    produce_request,
+    receive,
+    send,
+)
+
+TOPIC = "isolated"
+NONE = int(KioErrorCode.none)
+
+
+def test_isolated_leader_acks_no_acks_all_and_its_tail_is_truncated(cluster: Cluster) -> None:
+    cluster.create_topic(TOPIC, configs={"min.insync.replicas": "2"})
+    cluster.wait_for(lambda: len(cluster.partition_state(TOPIC)[2]) == 3, what="ISR of 3")
+    old, replicas, _ = cluster.partition_state(TOPIC)
+    old_address = cluster.brokers[old].address
+    survivor = cluster.brokers[next(b for b in replicas if b != old)].address
+    acknowledged: dict[bytes, int] = {}
+    for i in range(3):
+        value = f"base{i}".encode()
+        code, acknowledged[value] = produce(old_address, TOPIC, [value], acks=-1)
+        assert code == NONE
+    _, old_epoch = metadata_leader_epoch(survivor, TOPIC)
+
+    cluster.signal(old, signal.SIGSTOP)
+    try:
+        acks_one = send(old_address, PRODUCE, 9,
+                        produce_request(TOPIC, [b"divergent-acks1"], 1, 10), timeout_s=60)
+        acks_all = send(old_address, PRODUCE, 9,
+                        produce_request(TOPIC, [b"isolated-acks-all"], -1, 5), timeout_s=60)
+        cluster.wait_for(lambda: metadata_leader_epoch(survivor, TOPIC)[1] > old_epoch,
+                         timeout_s=SESSION_TIMEOUT_MS / 1000 * 6, what="a new leader")
+        new, _ = metadata_leader_epoch(survivor, TOPIC)
+        assert new not in (old, -1)
+        new_address = cluster.brokers[new].address
+        first: list[tuple[int, int]] = []
+        cluster.wait_for(lambda: first.append(produce(new_address, TOPIC, [b"new0"], acks=-1))
+                         or first[-1][0] == NONE, what="the new leader to take acks=all writes")
+        acknowledged[b"new0"] = first[-1][1]
+        for value in (b"new1", b"new2"):
+            code, offset = produce(new_address, TOPIC, [value], acks=-1)
+            assert code == NONE
+            acknowledged[value] = offset
+    finally:
+        cluster.signal(old, signal.SIGCONT)
+
+    code_all, _ = produce_answer(receive(acks_all, PRODUCE, 9))
+    assert code_all != NONE  # the isolated leader acknowledged no acks=all write
+    code_one, offset_one = produce_answer(receive(acks_one, PRODUCE, 9))
+    assert code_one == NONE, "served before the new view: an acks=1 ack for a divergent tail"
+    assert offset_one == 3  # the offset the new leader gave to b"new0"
+    cluster.wait_for(lambda: len(cluster.admin_of(new_address).list_topics(TOPIC, timeout=5)
+                                 .topics[TOPIC].partitions[0].isrs) == 3,
+                     timeout_s=30, what="the old leader back in the ISR")
+    cluster.wait_for(lambda: b"truncating from 5 to 3" in cluster.brokers[old].log_path
+                     .read_bytes(), what="the divergent tail truncated")
+    code, offset = produce(new_address, TOPIC, [b"after"], acks=-1)  # acks=all on ISR of 3
+    assert code == NONE
+    acknowledged[b"after"] = offset
+    for node_id in cluster.brokers:
+        cluster.kill(node_id, signal.SIGTERM)
+    logs = {n: replica_log(b.data_dir, TOPIC) for n, b in cluster.brokers.items()}
+    assert all(log == logs[new] for log in logs.values())  # same records at the same offsets
+    assert not {b"divergent-acks1", b"isolated-acks-all"} & set(logs[old].values())
+    verdict = check(acknowledged, list(acknowledged), logs)
+    assert verdict.ok() and verdict.acknowledged == 7, verdict
+    acks_one_lost = check({b"divergent-acks1": offset_one}, [], logs).lost
+    print(f"isolated leader: {verdict}; acks=1 lost: {acks_one_lost}")
+    assert acks_one_lost == 1  # the loss acks=1 allows, counted, not silent corruption
