@@ -17,7 +17,7 @@ import logging
 import sys
 from typing import Any
 
-from tidelog.broker.metrics import api_name
+from tidelog.protocol.versions import api_name
 
 CONTEXT_FIELDS = ("client_id", "api", "api_version", "correlation_id", "client")
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

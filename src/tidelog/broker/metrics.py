@@ -51,6 +51,8 @@ from prometheus_client.core import (
     Metric,
 )
 
+from tidelog.protocol.versions import api_name
+
 log = logging.getLogger(__name__)
 
 # Bucket upper bounds in seconds. Request latency: 50 us .. 10 s (long-poll fetches wait up to
@@ -158,52 +160,6 @@ class GroupStats:
 
 PartitionSource = Callable[[], Iterable[PartitionStats]]
 GroupSource = Callable[[], GroupStats | None]
-
-# Kafka's API names by key (the ones a label can carry; unknown keys print as "Api<N>").
-API_NAMES: dict[int, str] = {
-    0: "Produce",
-    1: "Fetch",
-    2: "ListOffsets",
-    3: "Metadata",
-    8: "OffsetCommit",
-    9: "OffsetFetch",
-    10: "FindCoordinator",
-    11: "JoinGroup",
-    12: "Heartbeat",
-    13: "LeaveGroup",
-    14: "SyncGroup",
-    15: "DescribeGroups",
-    16: "ListGroups",
-    17: "SaslHandshake",
-    18: "ApiVersions",
-    19: "CreateTopics",
-    20: "DeleteTopics",
-    21: "DeleteRecords",
-    22: "InitProducerId",
-    23: "OffsetForLeaderEpoch",
-    24: "AddPartitionsToTxn",
-    25: "AddOffsetsToTxn",
-    26: "EndTxn",
-    28: "TxnOffsetCommit",
-    29: "DescribeAcls",
-    32: "DescribeConfigs",
-    33: "AlterConfigs",
-    35: "DescribeLogDirs",
-    36: "SaslAuthenticate",
-    37: "CreatePartitions",
-    42: "DeleteGroups",
-    44: "IncrementalAlterConfigs",
-    47: "OffsetDelete",
-    60: "DescribeCluster",
-    61: "DescribeProducers",
-    68: "ConsumerGroupHeartbeat",
-    69: "ConsumerGroupDescribe",
-}
-
-
-def api_name(api_key: int) -> str:
-    return API_NAMES.get(api_key) or f"Api{api_key}"
-
 
 class BrokerMetrics:
     """All broker counters. Hot-path methods are O(1) dict updates; call once per request or
