@@ -109,9 +109,7 @@ def test_fsync_histogram_counts_sync_produces(tool_broker: ToolBroker) -> None:
     created = run_tool(
         "topics", "create", topic, "-b", tool_broker.bootstrap, "--config", "durability=sync"
     )
-    if created.returncode != 0:  # older `topics create` spelling: fall back to config set
-        run_tool("produce", topic, "-b", tool_broker.bootstrap, stdin=b"x\n")
-        run_tool("config", "set", "--topic", topic, "-b", tool_broker.bootstrap, "durability=sync")
+    assert created.returncode == 0, created.stderr
     _, before_text = tool_broker.get("/metrics")
     before = samples(before_text).get(("tidelog_fsync_latency_seconds_count", frozenset()), 0)
     produced = run_tool(

@@ -13,3 +13,8 @@ def now_ms() -> int:
 def monotonic_ms() -> int:
     """Monotonic milliseconds for deadlines (long poll, timers); never goes backwards."""
     return time.monotonic_ns() // 1_000_000
+
+
+def monotonic_s() -> float:
+    """High-resolution monotonic seconds for measuring durations (fsync latency)."""
+    return time.perf_counter()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -48,6 +47,8 @@ class Broker:
             config.log,
             now_ms=clock.now_ms(),
             retention_check_interval_ms=config.log_retention_check_interval_ms,
+            fsync_observer=self._observe_fsync,
+            clock_s=clock.monotonic_s,
         )
         self.producer_ids = ProducerIdAllocator(config.data_dir)
         self.append_waiters = AppendWaiters()
@@ -159,16 +160,16 @@ class Broker:
                     KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"fsync failed: {error}")
                 )
 
-        metrics = self.metrics
-        requested = time.perf_counter()
-
         def on_fsync_thread(error: BaseException | None) -> None:
-            if metrics is not None:  # the fsync thread is the histogram's only writer
-                metrics.record_fsync(time.perf_counter() - requested)
             loop.call_soon_threadsafe(settle, error)
 
         self.logs.request_sync(partition_log, end_offset, on_fsync_thread)
         await future
+
+    def _observe_fsync(self, seconds: float) -> None:
+        """Runs on the fsync thread, the fsync histogram's only writer."""
+        if self.metrics is not None:
+            self.metrics.record_fsync(seconds)
 
     def tick(self) -> None:
         """Periodic storage work (retention, flush.ms, checkpoints); cheap when nothing is due."""

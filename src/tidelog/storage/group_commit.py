@@ -25,8 +25,22 @@ _log = logging.getLogger(__name__)
 MAX_PENDING = 1_000_000  # a bound on queued waiters: the broker bounds in-flight requests first
 
 
+FsyncObserver = Callable[[float], None]
+
+
 class GroupCommit:
-    def __init__(self, name: str = "tidelog-fsync") -> None:
+    """`observe(seconds)`, when given with `clock_s` (the caller's monotonic clock: storage
+    reads no clock itself), is called on the fsync thread with each fsync's duration."""
+
+    def __init__(
+        self,
+        name: str = "tidelog-fsync",
+        *,
+        observe: FsyncObserver | None = None,
+        clock_s: Callable[[], float] | None = None,
+    ) -> None:
+        self._observe = observe if clock_s is not None else None
+        self._clock_s = clock_s
         self._condition = threading.Condition()
         self._pending: dict[int, tuple[PartitionLog, list[tuple[int, SyncCallback | None]]]] = {}
         self._pending_count = 0
@@ -68,12 +82,15 @@ class GroupCommit:
         error: BaseException | None = None
         try:
             ticket = log.flush_begin()
+            started = self._clock_s() if self._clock_s is not None else 0.0
             try:
                 for fd in ticket.fds:
                     os.fsync(fd)
             finally:
                 for fd in ticket.fds:
                     os.close(fd)
+            if self._observe is not None and self._clock_s is not None:
+                self._observe(self._clock_s() - started)
             log.flush_end(ticket)
             self.fsync_count += 1
         except OSError as exc:

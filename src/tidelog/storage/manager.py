@@ -29,7 +29,7 @@ from tidelog.storage.checkpoint import (
 )
 from tidelog.storage.cleaner import LogCleaner
 from tidelog.storage.config import LogConfig
-from tidelog.storage.group_commit import GroupCommit
+from tidelog.storage.group_commit import FsyncObserver, GroupCommit
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.producer_state import fsync_directory, write_durably
 from tidelog.types import TopicPartition
@@ -57,9 +57,12 @@ class LogManager:
         now_ms: int,
         retention_check_interval_ms: int = 300_000,
         checkpoint_interval_ms: int = 60_000,
+        fsync_observer: FsyncObserver | None = None,
+        clock_s: Callable[[], float] | None = None,
     ) -> None:
         """Load every partition dir: clean start (marker present) scans no log; otherwise
-        recovery from each log's recovery point. Starts the one fsync thread."""
+        recovery from each log's recovery point. Starts the one fsync thread; with
+        `fsync_observer` and `clock_s` it reports each fsync's duration (on that thread)."""
         self.data_dir = data_dir
         self.default_config = default_config
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -83,7 +86,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=log_start_offsets.get(tp, 0),
             )
-        self._group_commit = GroupCommit()
+        self._group_commit = GroupCommit(observe=fsync_observer, clock_s=clock_s)
         self._last_flush_ms = dict.fromkeys(self._logs, now_ms)
         self._last_retention_ms = now_ms
         self._last_checkpoint_ms = now_ms
