@@ -43,6 +43,8 @@ class BrokerProcess:
     data_dir: Path
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    advertise: str | None = None  # e.g. a proxy's address: followers dial this one
+    zookeeper: str | None = None  # e.g. through a proxy; None = the cluster's connect string
 
     @property
     def address(self) -> str:
@@ -72,13 +74,15 @@ class Cluster:
             "--data-dir", str(broker.data_dir),
             "--listen", broker.address,
             "--node-id", str(node_id),
-            "--zookeeper", self.zookeeper,
+            "--zookeeper", broker.zookeeper or self.zookeeper,
             "--metrics", "off",
             "--set", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
             "--set", f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}",
             "--set", "default.replication.factor=3",
             "--set", f"replica.high.watermark.checkpoint.interval.ms={HW_CHECKPOINT_MS}",
         ]
+        if broker.advertise is not None:
+            command += ["--advertise", broker.advertise]
         for item in self.extra_sets:
             command += ["--set", item]
         log = open(broker.log_path, "ab")  # noqa: SIM115 - owned by the child

@@ -71,7 +71,7 @@ def test_fetch_and_list_offsets_honour_the_leader_epoch(cluster: Cluster) -> Non
     assert fetch_error(cluster.brokers[follower].address, TOPIC, epoch - 1) == FENCED
 
 
-def test_stopped_controller_is_replaced_and_fenced(cluster: Cluster) -> None:
+def test_stopped_or_killed_controller_is_replaced_and_fenced(cluster: Cluster) -> None:
     cluster.create_topic(TOPIC)
     cluster.wait_for(lambda: _stable(cluster), what="ISR of 3")
     tp = TopicPartition(TOPIC, 0)
@@ -114,4 +114,12 @@ def test_stopped_controller_is_replaced_and_fenced(cluster: Cluster) -> None:
         after = store.partition_state(tp)
         assert after is not None and after.state != stale
         assert store.controller_epoch() == new_epoch and store.controller_id() == new
-    cluster.wait_for(lambda: _stable(cluster), what="the old controller back in the ISR")
+        cluster.wait_for(lambda: _stable(cluster), what="the old controller back in the ISR")
+        # SIGKILL of the (new) controller: a third election, epoch + 1 again.
+        cluster.kill(new)
+        cluster.wait_for(lambda: store.controller_id() not in (None, new),
+                         timeout_s=SESSION_TIMEOUT_MS / 1000 * 6, what="a controller after kill")
+        third = store.controller_epoch()
+        assert third is not None and third[0] == new_epoch[0] + 1
+    cluster.wait_for(lambda: cluster.partition_state(TOPIC)[0] not in (-1, new),
+                     what="leadership off the killed controller")

@@ -6,22 +6,29 @@ Produce, whose record sets stay writable views into the frame) and dispatched by
 
 Receiving (asyncio.BufferedProtocol, so the kernel copies straight into our buffers):
 - `_buffer` (RECEIVE_BUFFER_BYTES) collects small frames; each complete frame is copied out
-  into its own bytearray (the log rewrites baseOffset in it).
-- A frame above BIG_FRAME_BYTES that is not complete yet gets its own bytearray of exactly its
-  declared size, and the kernel fills it directly: big produce requests are copied at most
-  once per receive-buffer's worth (the part that arrived with the previous read).
+  into its own bytearray (the log rewrites baseOffset in it). It is an anonymous mmap, so
+  only the pages data has reached are resident: an idle connection costs a few KiB, not 256.
+- A frame above BIG_FRAME_BYTES that is not complete yet gets its own bytearray, and the kernel
+  fills it directly: big produce requests are copied at most once per receive-buffer's worth
+  (the part that arrived with the previous read). That bytearray starts at BIG_FRAME_START_BYTES
+  and doubles as bytes arrive, up to the declared size: memory follows the bytes received, so a
+  client declaring 100 MiB frames and sending nothing costs little (slowloris).
 - A declared size above socket.request.max.bytes (or below the 8-byte header) closes the
   connection before anything is allocated.
 
 Ordering and bounds: at most `max_in_flight_per_connection` requests run at once (reading
-pauses at the limit and while the client is not reading its responses); responses are written
-strictly in request order, Fetch record bytes by sendfile after their header bytes.
+pauses at the limit and while the client is not reading its responses), and at most
+MAX_FETCHES_IN_FLIGHT Fetches until their responses are written (each holds open segment files
+for sendfile: a client that never reads must not exhaust the broker's file descriptors);
+responses are written strictly in request order, Fetch record bytes by sendfile after their
+header bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import mmap
 import socket
 import struct
 from collections import deque
@@ -30,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from tidelog.broker import router
 from tidelog.broker.handlers.api_versions import API_VERSIONS
 from tidelog.broker.wire import (
+    FETCH_KEY,
     PRODUCE_KEY,
     Outgoing,
     SendSlice,
@@ -45,6 +53,8 @@ if TYPE_CHECKING:
 
 RECEIVE_BUFFER_BYTES = 256 * 1024
 BIG_FRAME_BYTES = 64 * 1024
+BIG_FRAME_START_BYTES = 1024 * 1024
+MAX_FETCHES_IN_FLIGHT = 4  # consumers and followers keep one Fetch in flight per broker
 MIN_FRAME_BYTES = 8  # api_key, api_version, correlation_id
 _SIZE = struct.Struct(">i")
 log = logging.getLogger("tidelog.broker.connection")
@@ -56,13 +66,15 @@ class Connection(asyncio.BufferedProtocol):
         self._broker = server.broker
         self._max_frame_bytes = server.broker.config.socket_request_max_bytes
         self._max_in_flight = server.broker.config.max_in_flight_per_connection
-        self._buffer = bytearray(RECEIVE_BUFFER_BYTES)
+        self._buffer = mmap.mmap(-1, RECEIVE_BUFFER_BYTES)  # pages untouched until used
         self._view = memoryview(self._buffer)
         self._start = 0  # first unparsed byte in _buffer
         self._end = 0  # end of received bytes in _buffer
         self._big_frame: bytearray | None = None  # a large frame being filled in place
         self._big_filled = 0
+        self._big_size = 0  # its declared size; _big_frame grows towards it
         self._pending: deque[tuple[RequestHeader, asyncio.Task[Any]]] = deque()
+        self._fetches_pending = 0  # Fetches whose responses are not yet written
         self._read_blockers: set[str] = set()
         self._writer_task: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
@@ -95,6 +107,8 @@ class Connection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big_frame is not None:
+            if self._big_filled == len(self._big_frame):
+                self._grow_big_frame()
             return memoryview(self._big_frame)[self._big_filled :]
         if self._start == self._end:
             # Between frames: read at most BIG_FRAME_BYTES, so the head of a big frame that
@@ -103,19 +117,30 @@ class Connection(asyncio.BufferedProtocol):
             return self._view[:BIG_FRAME_BYTES]
         if len(self._buffer) - self._end < BIG_FRAME_BYTES and self._start > 0:
             unparsed = self._end - self._start
-            self._buffer[:unparsed] = self._view[self._start : self._end]
+            # bytes(): mmap slice assignment is a memcpy, and the two ranges may overlap.
+            self._buffer[:unparsed] = bytes(self._view[self._start : self._end])
             self._start, self._end = 0, unparsed
         return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._big_frame is not None:
             self._big_filled += nbytes
-            if self._big_filled == len(self._big_frame):
+            if self._big_filled == self._big_size:
                 frame, self._big_frame = self._big_frame, None
                 self._submit(frame)
             return
         self._end += nbytes
         self._parse_frames()
+
+    def _grow_big_frame(self) -> None:
+        assert self._big_frame is not None
+        size = min(self._big_size, 2 * len(self._big_frame))
+        try:
+            self._big_frame.extend(bytes(size - len(self._big_frame)))  # realloc, no copy
+        except BufferError:  # a view of it is still alive: copy into a new buffer
+            grown = bytearray(size)
+            grown[: self._big_filled] = self._big_frame
+            self._big_frame = grown
 
     def pause_writing(self) -> None:
         self._block_reading("writing")
@@ -125,7 +150,11 @@ class Connection(asyncio.BufferedProtocol):
 
     # --- framing -------------------------------------------------------------------------
     def _parse_frames(self) -> None:
-        while not self._closed and len(self._pending) < self._max_in_flight:
+        while (
+            not self._closed
+            and len(self._pending) < self._max_in_flight
+            and "fetches" not in self._read_blockers
+        ):
             available = self._end - self._start
             if available < 4:
                 return
@@ -147,7 +176,8 @@ class Connection(asyncio.BufferedProtocol):
                 continue
             if size > BIG_FRAME_BYTES:
                 # Big frame: the kernel fills a frame-sized bytearray directly from now on.
-                self._big_frame = bytearray(size)
+                self._big_frame = bytearray(min(size, BIG_FRAME_START_BYTES))
+                self._big_size = size
                 self._big_filled = available - 4
                 self._big_frame[: self._big_filled] = self._view[self._start + 4 : self._end]
                 self._start = self._end = 0
@@ -176,6 +206,10 @@ class Connection(asyncio.BufferedProtocol):
         task.add_done_callback(self._on_done)
         if len(self._pending) >= self._max_in_flight:
             self._block_reading("in_flight")
+        if header.api_key == FETCH_KEY:
+            self._fetches_pending += 1
+            if self._fetches_pending >= MAX_FETCHES_IN_FLIGHT:
+                self._block_reading("fetches")
 
     def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> None:
         if api_key == API_VERSIONS:
@@ -211,6 +245,8 @@ class Connection(asyncio.BufferedProtocol):
                 self.close()
                 return
             self._pending.popleft()
+            if header.api_key == FETCH_KEY:
+                self._fetches_pending -= 1
             if isinstance(result, Outgoing) and len(result.parts) > 1:
                 self._writer_task = asyncio.get_running_loop().create_task(
                     self._send_outgoing(result)
@@ -225,6 +261,8 @@ class Connection(asyncio.BufferedProtocol):
                 self._transport.write(encode_response(header, result))
         if len(self._pending) < self._max_in_flight:
             self._unblock_reading("in_flight")
+        if self._fetches_pending < MAX_FETCHES_IN_FLIGHT:
+            self._unblock_reading("fetches")
 
     async def _send_outgoing(self, outgoing: Outgoing) -> None:
         assert self._transport is not None

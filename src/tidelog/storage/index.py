@@ -10,8 +10,10 @@
     0  timestamp       int64    largest maxTimestamp of every batch up to and including ...
     8  relativeOffset  uint32   ... this batch (its baseOffset minus the segment's base offset)
 
-Both files are created at `segment.index.bytes` (rounded down to whole entries) and trimmed to
-their entries when the segment is sealed or closed, so on open `entries = size // entry_size`.
+Both files are created at `segment.index.bytes` (rounded down to whole entries; sparse, with
+disk blocks reserved 64 KiB ahead of the entries so a full disk is an OSError, not SIGBUS) and
+trimmed to their entries when the segment is sealed or closed, so on open
+`entries = size // entry_size`.
 Entries are strictly increasing in every field. An entry is added for a batch when more than
 `index.interval.bytes` were appended since the previous entry; the time index adds one only when
 the segment's max timestamp grew, plus a final one when the segment is sealed, closed or rebuilt.
@@ -33,6 +35,7 @@ from tidelog.errors import CorruptRecordError
 
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
+_ALLOCATE_BYTES = 64 * 1024  # disk blocks reserved ahead of the entries, per posix_fallocate
 
 
 class IndexCorruptError(CorruptRecordError):
@@ -55,6 +58,7 @@ class _MappedIndex:
             raise IndexCorruptError(f"{path.name}: size {size} is not a multiple of entries")
         self.entries = size // self.entry.size
         self._mmap: mmap.mmap | None = None
+        self._allocated_bytes = size  # file bytes backed by disk blocks (not a sparse hole)
         self.writable = False
         if writable:
             self.make_writable()
@@ -69,11 +73,13 @@ class _MappedIndex:
             self._mmap = mmap.mmap(self._fd, size)
 
     def make_writable(self) -> None:
-        """Preallocate to the full size so appends only store into the mapping."""
+        """Size the file to max entries (sparse) and map it; `_store` allocates blocks ahead of
+        the entries it writes, because storing into a sparse page of a full disk is SIGBUS."""
         if self.writable:
             return
         size = max(self.max_entries, self.entries) * self.entry.size
         os.ftruncate(self._fd, size)
+        self._allocated_bytes = self.entries * self.entry.size
         self._map(size)
         self.writable = True
 
@@ -114,7 +120,13 @@ class _MappedIndex:
     def _store(self, *fields: int) -> None:
         if self._mmap is None or self.entries >= len(self._mmap) // self.entry.size:
             raise IndexCorruptError(f"{self.path.name}: append to a full or sealed index")
-        self.entry.pack_into(self._mmap, self.entries * self.entry.size, *fields)
+        start = self.entries * self.entry.size
+        if start + self.entry.size > self._allocated_bytes:
+            # Disk full raises OSError (ENOSPC) here, before the mapping is touched.
+            length = min(_ALLOCATE_BYTES, len(self._mmap) - self._allocated_bytes)
+            os.posix_fallocate(self._fd, self._allocated_bytes, length)
+            self._allocated_bytes += length
+        self.entry.pack_into(self._mmap, start, *fields)
         self.entries += 1
 
     def _field(self, slot: int, field: int) -> int:

@@ -229,18 +229,30 @@ class LogSegment:
         )
 
     def append(self, batches: Sequence[RecordBatch], total_size: int) -> None:
-        """Write already-numbered batches with one writev (no copies) and index them."""
+        """Write already-numbered batches with one writev (no copies) and index them.
+
+        All or nothing: on an I/O error (disk full) the file and the indexes are cut back to
+        where they were, so the next append lands at `size` and nothing partial is left."""
         buffers = [batch.buffer for batch in batches]
-        written = 0
-        for start in range(0, len(buffers), _IOV_MAX):
-            written += os.writev(self.fd, buffers[start : start + _IOV_MAX])
-        if written != total_size:
-            self._finish_short_write(buffers, written)
-        position = self.size
-        for batch in batches:
-            self._index_batch(position, batch.base_offset, batch.size, batch.max_timestamp)
-            self.last_batch_offset = batch.base_offset
-            position += batch.size
+        offset_entries, time_entries = self.offset_index.entries, self.time_index.entries
+        saved = (self.max_timestamp, self.last_batch_offset, self.bytes_since_index_entry)
+        try:
+            written = 0
+            for start in range(0, len(buffers), _IOV_MAX):
+                written += os.writev(self.fd, buffers[start : start + _IOV_MAX])
+            if written != total_size:
+                self._finish_short_write(buffers, written)
+            position = self.size
+            for batch in batches:
+                self._index_batch(position, batch.base_offset, batch.size, batch.max_timestamp)
+                self.last_batch_offset = batch.base_offset
+                position += batch.size
+        except OSError:
+            os.ftruncate(self.fd, self.size)
+            self.offset_index.truncate_entries(offset_entries)
+            self.time_index.truncate_entries(time_entries)
+            self.max_timestamp, self.last_batch_offset, self.bytes_since_index_entry = saved
+            raise
         self.size = position
         self.next_offset = batches[-1].next_offset
 

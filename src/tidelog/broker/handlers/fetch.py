@@ -47,7 +47,9 @@ class _Wanted:
 
 
 def _wanted(broker: Broker, request: Any, version: int) -> list[_Wanted]:
-    wanted = []
+    # Keyed as Kafka's LinkedHashMap: a partition named twice is read and answered once (the
+    # last entry wins, in the first one's place), so duplicates cannot multiply the work.
+    wanted: dict[tuple[str, uuid.UUID, int], _Wanted] = {}
     for topic in request.topics:
         if version >= 13:
             topic_id = topic.topic_id or _ZERO_ID
@@ -58,17 +60,15 @@ def _wanted(broker: Broker, request: Any, version: int) -> list[_Wanted]:
             info = broker.topics.get(name)
             topic_id = info.topic_id if info else _ZERO_ID
         for partition in topic.partitions:
-            wanted.append(
-                _Wanted(
-                    name,
-                    topic_id,
-                    partition.partition,
-                    partition.fetch_offset,
-                    partition.partition_max_bytes,
-                    int(getattr(partition, "current_leader_epoch", -1)),
-                )
+            wanted[(name, topic_id, partition.partition)] = _Wanted(
+                name,
+                topic_id,
+                partition.partition,
+                partition.fetch_offset,
+                partition.partition_max_bytes,
+                int(getattr(partition, "current_leader_epoch", -1)),
             )
-    return wanted
+    return list(wanted.values())
 
 
 def _ms(value: Any) -> int:

@@ -76,6 +76,12 @@ async def handle_produce(
                 if broker.metrics is not None:
                     broker.metrics.record_error(PRODUCE, error.code.name)
                 fields.update(error_code=error.code, error_message=error.message or None)
+            except OSError as error:
+                # Disk full or failing: the segment rolled the append back; Kafka's answer.
+                log.warning("produce %s-%d: %s", topic.name, partition.index, error)
+                if broker.metrics is not None:
+                    broker.metrics.record_error(PRODUCE, ErrorCode.KAFKA_STORAGE_ERROR.name)
+                fields.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(error))
             else:
                 fields.update(
                     error_code=ErrorCode.NONE,
