@@ -35,6 +35,11 @@ class BrokerConfig:
     default_replication_factor: int = 1  # default.replication.factor
     socket_request_max_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
     max_connections: int = 1000  # max.connections
+    # Each partition holds ~3 open files (log, index, time index of its active segment) plus
+    # one per sealed segment; 4000 partitions and 1000 connections fit the usual 20,000-file
+    # limit. (The name is KIP-578's.)
+    max_broker_partitions: int = 4000  # max.broker.partitions
+    connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
     max_in_flight_per_connection: int = 100  # queued.max.requests (per connection here)
     group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
@@ -75,6 +80,8 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "default.replication.factor": ("default_replication_factor", _parse_int),
     "socket.request.max.bytes": ("socket_request_max_bytes", _parse_int),
     "max.connections": ("max_connections", _parse_int),
+    "max.broker.partitions": ("max_broker_partitions", _parse_int),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _parse_int),
     "queued.max.requests": ("max_in_flight_per_connection", _parse_int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _parse_int),
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _parse_int),

@@ -80,6 +80,8 @@ class Connection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._peer: tuple[str, int] = ("", 0)
         self._closed = False
+        self._active = False  # bytes arrived since the last idle check
+        self._idle_ms = 0
 
     # --- transport callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -123,6 +125,7 @@ class Connection(asyncio.BufferedProtocol):
         return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self._active = True
         if self._big_frame is not None:
             self._big_filled += nbytes
             if self._big_filled == self._big_size:
@@ -312,6 +315,18 @@ class Connection(asyncio.BufferedProtocol):
         if not self._closed and self._transport is not None:
             self._closed = True
             self._transport.close()
+
+    def check_idle(self, elapsed_ms: int, max_idle_ms: int) -> None:
+        """Called every broker tick: close a connection that sent nothing and awaits no
+        response for connections.max.idle.ms (a half-sent frame holds memory otherwise)."""
+        if self._active or self._pending:
+            self._active = False
+            self._idle_ms = 0
+            return
+        self._idle_ms += elapsed_ms
+        if self._idle_ms >= max_idle_ms:
+            log.info("closing %s:%d: idle for %d ms", *self._peer, self._idle_ms)
+            self.close()
 
     def stop_reading(self) -> None:
         """Shutdown: take no new requests; in-flight ones still get their responses."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import signal
 import sys
 from dataclasses import replace
@@ -77,6 +78,9 @@ class BrokerServer:
             self.broker.tick()
         except OSError:
             log.exception("log maintenance failed; retrying at the next tick")
+        config = self.broker.config
+        for connection in list(self._connections):
+            connection.check_idle(config.log_tick_interval_ms, config.connections_max_idle_ms)
         self._schedule_tick()
 
     async def shutdown(self) -> None:
@@ -104,6 +108,15 @@ class BrokerServer:
         self.broker.close()
 
 
+def _raise_open_files_limit() -> None:
+    """Lift the soft open-files limit to the hard one, as the JVM does for Kafka: partitions
+    and connections each hold descriptors, and the soft default is often 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 async def serve(
     config: BrokerConfig,
     *,
@@ -115,6 +128,7 @@ async def serve(
 
     `metrics_address`: where /metrics and /health listen (None: no metrics are kept).
     `cluster`: join a ZooKeeper cluster (None: a single node, nothing else changes)."""
+    _raise_open_files_limit()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -84,6 +84,7 @@ class Broker:
         """Validate (name, configs), record the topic, create its partition logs."""
         probe = TopicInfo(name, topic_id=_ZERO_UUID, partitions=partitions, configs=configs)
         self.log_config_for(probe)  # invalid config -> KafkaError(INVALID_CONFIG) before writing
+        self.check_partition_budget(partitions)
         info = self.topics.create(name, partitions, configs, internal=internal)
         self._open_partitions(info, 0)
         log.info("created topic %s with %d partitions", name, partitions)
@@ -112,8 +113,21 @@ class Broker:
             self.logs.delete(topic_partition)
         log.info("deleted topic %s", name)
 
+    def check_partition_budget(self, added: int) -> None:
+        """Refuse partitions past max.broker.partitions: each holds open files, and a broker
+        out of file descriptors can neither accept connections nor roll segments."""
+        limit = self.config.max_broker_partitions
+        current = sum(info.partitions for info in self.topics.all())
+        if current + added > limit:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"{added} more partitions would exceed max.broker.partitions={limit} "
+                f"({current} exist)",
+            )
+
     def add_partitions(self, name: str, count: int) -> TopicInfo:
         before = self.topics.get(name)
+        self.check_partition_budget(count - (before.partitions if before else 0))
         info = self.topics.set_partitions(name, count)
         self._open_partitions(info, before.partitions if before else 0)
         return info

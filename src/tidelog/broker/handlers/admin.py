@@ -148,6 +148,7 @@ def _create_one(broker: Broker, module: Any, topic: Any, validate_only: bool) ->
             for entry in describe_topic_configs(broker.config, overrides)
         )
     topic_id = None
+    broker.check_partition_budget(partitions)  # validate_only answers as a create would
     if not validate_only:
         topic_id = broker.create_topic(name, partitions, overrides).topic_id
     return {
@@ -244,6 +245,7 @@ def _add_partitions(broker: Broker, topic: Any, validate_only: bool) -> dict[str
             )
         for offset, assignment in enumerate(topic.assignments):
             _check_single_replica(broker, info.partitions + offset, assignment.broker_ids)
+    broker.check_partition_budget(topic.count - info.partitions)
     if not validate_only:
         broker.add_partitions(topic.name, topic.count)
         log.info("topic %s now has %d partitions", topic.name, topic.count)
