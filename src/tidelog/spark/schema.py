@@ -19,6 +19,7 @@ timezone="UTC")`), or Spark rejects the batch: every field nullable, list elemen
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import pyarrow as pa
@@ -69,11 +70,17 @@ def messages_to_batch(
     keys = pa.array(list(map(Message.key, messages)), pa.binary())
     values = pa.array(list(map(Message.value, messages)), pa.binary())
     offsets = pa.array(list(map(Message.offset, messages)), pa.int64())
-    pairs = list(map(Message.timestamp, messages))
-    kinds, stamps_ms = zip(*pairs, strict=True) if count else ((), ())
-    stamps = pc.multiply(pa.array(stamps_ms, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
+    # timestamp() is a (kind, ms) pair: flatten the pairs in C into one int64 array and read
+    # it as fixed-size lists of 2, instead of unpacking each pair in Python (zip(*pairs) was
+    # ~60% of this function's time).
+    pairs = pa.FixedSizeListArray.from_arrays(
+        pa.array(list(chain.from_iterable(map(Message.timestamp, messages))), pa.int64()), 2
+    )
+    stamps = pc.multiply(pc.list_element(pairs, 1), 1000).cast(pa.timestamp("us", tz="UTC"))
     # librdkafka: 0 none, 1 create, 2 log append; Spark: -1, 0, 1.
-    timestamp_types = pc.subtract(pa.array(kinds, pa.int32()), pa.scalar(1, pa.int32()))
+    timestamp_types = pc.subtract(
+        pc.list_element(pairs, 0).cast(pa.int32()), pa.scalar(1, pa.int32())
+    )
     columns = [
         keys,
         values,
@@ -87,7 +94,7 @@ def messages_to_batch(
         # A consumed record's headers are a list of (str, bytes | None) pairs, or None.
         headers: list[Any] = list(map(Message.headers, messages))
         columns.append(pa.array(
-            [[{"key": k, "value": v} for k, v in pairs] if pairs else None for pairs in headers],
+            [[{"key": k, "value": v} for k, v in hs] if hs else None for hs in headers],
             HEADER_TYPE,
         ))
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
