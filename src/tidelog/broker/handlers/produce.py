@@ -49,7 +49,7 @@ async def handle_produce(
     elif request.transactional_id is not None:
         request_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
-    durable_waits: list[tuple[PartitionLog, int]] = []
+    durable_waits: list[tuple[PartitionLog, int, dict[str, Any]]] = []
     replication = broker.replication  # None on a single node
     replica_waits: list[tuple[TopicPartition, int, dict[str, Any]]] = []
     topic_responses = []
@@ -97,7 +97,7 @@ async def handle_produce(
                             result.last_offset - result.base_offset + 1, len(partition.records),
                         )
                 if partition_log.config.durability == "sync":
-                    durable_waits.append((partition_log, result.last_offset + 1))
+                    durable_waits.append((partition_log, result.last_offset + 1, fields))
                 if replication is not None:
                     tp = TopicPartition(topic.name, partition.index)
                     replication.after_leader_append(tp)
@@ -110,11 +110,19 @@ async def handle_produce(
         return None
     if durable_waits:
         outcomes = await asyncio.gather(
-            *(broker.wait_durable(plog, end) for plog, end in durable_waits),
+            *(broker.wait_durable(plog, end) for plog, end, _ in durable_waits),
             return_exceptions=True,
         )
-        if any(isinstance(outcome, BaseException) for outcome in outcomes):
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "fsync failed")
+        for (_, _, fields), outcome in zip(durable_waits, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                # Not durable, so not acknowledged: the partition answers the error (the
+                # client retries; with idempotence the retry is deduplicated).
+                log.warning("produce: %s", outcome)
+                fields.update(
+                    error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+                    base_offset=-1,
+                    error_message=f"fsync failed: {outcome}",
+                )
     if replication is not None and replica_waits:
         # acks=all in a cluster: answer once the high watermark passes each batch.
         codes = await asyncio.gather(
