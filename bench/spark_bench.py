@@ -3,7 +3,8 @@
 1. Batch read: N messages of 250 bytes (2 partitions) through `format("tidelog")`, vs. a
    synthetic in-memory Python data source yielding the same rows as Arrow batches, interleaved
    A B A B ... for --rounds rounds in one run. Each read touches every value
-   (sum(length(value))) and is checked against the expected count and bytes.
+   (sum(length(value))) and is checked against the expected count and bytes. Also prints the
+   CPU per row of the Spark JVM, the Python workers and the broker (Linux /proc) for both.
 2. Streaming latency (--latency): a producer sends --rate msg/s for --seconds with the send
    time in the value; a streaming query (tidelog -> tidelog sink, exactly-once markers) copies
    them to an output topic; a consumer computes receive time - send time. p50 / p99.
@@ -118,15 +119,57 @@ def fill(bootstrap: str, topic: str, messages: int) -> float:
     return messages / (time.perf_counter() - started)
 
 
-def timed_read(frame: Any, expected_rows: int) -> float:
+def cpu_seconds(broker_pid: int | None) -> dict[str, float]:
+    """CPU time (user + system, all threads) so far of the Spark JVM, the Python workers and
+    the broker, from /proc (Linux); empty elsewhere."""
+    totals: dict[str, float] = {}
+    if not os.path.isdir("/proc"):
+        return totals
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry) == broker_pid:
+            kind = "broker"
+        elif b"pyspark.daemon" in command:
+            kind = "python workers"
+        elif b"java" in command and b"pyspark" in command:
+            kind = "JVM"
+        else:
+            continue
+        totals[kind] = totals.get(kind, 0.0) + (int(stat[11]) + int(stat[12])) / tick
+    return totals
+
+
+def timed_read(
+    frame: Any, expected_rows: int, broker_pid: int | None = None,
+    cpu: dict[str, list[float]] | None = None,
+) -> float:
+    """Rows/s of one read; with `cpu`, appends each process kind's CPU seconds per row."""
+    before = cpu_seconds(broker_pid) if cpu is not None else {}
     started = time.perf_counter()
     row = frame.selectExpr("count(*) AS n", "sum(length(value)) AS b").collect()[0]
     elapsed = time.perf_counter() - started
     assert row.n == expected_rows and row.b == expected_rows * VALUE_SIZE, row
+    if cpu is not None:
+        for kind, seconds in cpu_seconds(broker_pid).items():
+            cpu.setdefault(kind, []).append((seconds - before.get(kind, 0.0)) / expected_rows)
     return expected_rows / elapsed
 
 
-def batch_benchmark(spark: SparkSession, bootstrap: str, messages: int, rounds: int) -> None:
+def cpu_summary(cpu: dict[str, list[float]]) -> str:
+    return ", ".join(f"{kind} {statistics.median(per_row) * 1e6:.2f}"
+                     for kind, per_row in sorted(cpu.items()))
+
+
+def batch_benchmark(
+    spark: SparkSession, bootstrap: str, messages: int, rounds: int, broker_pid: int | None
+) -> None:
     topic = f"bench-{int(time.time())}"
     create_topic(bootstrap, topic, PARTITIONS)
     rate = fill(bootstrap, topic, messages)
@@ -138,9 +181,11 @@ def batch_benchmark(spark: SparkSession, bootstrap: str, messages: int, rounds: 
     timed_read(synthetic, messages)
     timed_read(live, messages)
     ratios, tidelog_rates, synthetic_rates = [], [], []
+    tidelog_cpu: dict[str, list[float]] = {}
+    synthetic_cpu: dict[str, list[float]] = {}
     for index in range(rounds):
-        a = timed_read(live, messages)
-        b = timed_read(synthetic, messages)
+        a = timed_read(live, messages, broker_pid, tidelog_cpu)
+        b = timed_read(synthetic, messages, broker_pid, synthetic_cpu)
         tidelog_rates.append(a)
         synthetic_rates.append(b)
         ratios.append(a / b)
@@ -150,6 +195,12 @@ def batch_benchmark(spark: SparkSession, bootstrap: str, messages: int, rounds: 
           f"(min {min(tidelog_rates):,.0f} max {max(tidelog_rates):,.0f}); synthetic "
           f"{statistics.median(synthetic_rates):,.0f} rows/s; ratio median "
           f"{statistics.median(ratios):.0%} (min {min(ratios):.0%} max {max(ratios):.0%})")
+    if tidelog_cpu:
+        # CPU per row barely moves with other jobs' load, unlike rows/s on shared cores.
+        cpu_ratio = sum(map(statistics.median, synthetic_cpu.values())) / sum(
+            map(statistics.median, tidelog_cpu.values()))
+        print(f"CPU us/row, median: tidelog read: {cpu_summary(tidelog_cpu)}; "
+              f"synthetic read: {cpu_summary(synthetic_cpu)}; CPU ratio {cpu_ratio:.0%}")
 
 
 def latency_benchmark(spark: SparkSession, bootstrap: str, rate: int, seconds: int,
@@ -187,8 +238,9 @@ def latency_benchmark(spark: SparkSession, bootstrap: str, rate: int, seconds: i
     deadline = time.monotonic() + seconds + 60
     while len(latencies) < total and time.monotonic() < deadline:
         for message in consumer.consume(1000, timeout=0.05):
-            if message.error() is None:
-                sent_ns = int.from_bytes(message.value()[:8], "big")
+            value = message.value()
+            if message.error() is None and value is not None:
+                sent_ns = int.from_bytes(value[:8], "big")
                 latencies.append((time.time_ns() - sent_ns) / 1e6)
     sender.join()
     durations = [p.durationMs for p in query.recentProgress if p.numInputRows > 0]
@@ -228,7 +280,8 @@ def main() -> None:
             tidelog.spark.register(spark)
             spark.dataSource.register(SyntheticSource)
             if args.messages > 0:
-                batch_benchmark(spark, bootstrap, args.messages, args.rounds)
+                broker_pid = process.pid if process is not None else None
+                batch_benchmark(spark, bootstrap, args.messages, args.rounds, broker_pid)
             if args.latency:
                 latency_benchmark(spark, bootstrap, args.rate, args.seconds,
                                   os.path.join(scratch, "checkpoint"))

@@ -51,6 +51,21 @@ def test_messages_to_batch_maps_every_field() -> None:
     assert rows[1]["key"] is None and rows[1]["value"] is None and rows[1]["headers"] is None
 
 
+@pytest.mark.parametrize("offsets", [[0], [5, 6, 7, 8], [5, 7, 8], [3, 4, 9, 10]])
+def test_messages_to_batch_offsets_contiguous_or_compacted(offsets: list[int]) -> None:
+    # Contiguous offsets are computed on Arrow arrays; gaps (compaction) read every offset.
+    messages = [Message(topic="t", partition=0, offset=o, value=b"v", timestamp=(1, o))
+                for o in offsets]
+    batch = messages_to_batch(messages, "t", 0, include_headers=False)
+    assert batch.column("offset").to_pylist() == offsets
+    assert batch.column("offset").type == pa.int64()
+    assert [t.timestamp() * 1000 for t in batch.column("timestamp").to_pylist()] == offsets
+
+
+def test_messages_to_batch_empty() -> None:
+    assert messages_to_batch([], "t", 0, include_headers=True).num_rows == 0
+
+
 def _write_part(root: Path, name: str, offsets: range) -> str:
     relative = f"topic=t/partition=0/{name}.parquet"
     (root / relative).parent.mkdir(parents=True, exist_ok=True)

@@ -20,9 +20,12 @@ from tidelog.spark.planning import DataLossError, OffsetRange
 from tidelog.spark.schema import messages_to_batch
 
 METADATA_TIMEOUT_S = 30.0
-# Records per consume() call and per Arrow batch: big enough to amortise the Python call,
-# small enough that one batch of 250-byte values stays a few MB.
-CONSUME_BATCH = 10_000
+# Records per consume() call: small enough that the Message objects of one call stay in the
+# CPU cache while they are turned into Arrow columns (10,000 per call cost ~0.4 us more per
+# record than 2,000 here), big enough to amortise the call.
+CONSUME_BATCH = 2_000
+# Rows per Arrow batch handed to Spark: the chunks of several consume() calls are joined.
+ARROW_BATCH_ROWS = 10_000
 
 
 class SourceTimeoutError(TimeoutError):
@@ -49,6 +52,8 @@ def consumer_config(kafka_config: Mapping[str, str]) -> dict[str, Any]:
     config.setdefault("queued.max.messages.kbytes", 262_144)
     config.setdefault("queued.min.messages", 1_000_000)
     config.setdefault("fetch.wait.max.ms", 5)
+    # When the queue does pass those limits, look again after 1 ms, not librdkafka's 1 s.
+    config.setdefault("fetch.queue.backoff.ms", 1)
     return config
 
 
@@ -147,6 +152,8 @@ def read_range(
         return
     key, consumer = _task_consumer(kafka_config)
     healthy = False
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
     try:
         consumer.assign([TopicPartition(topic, partition, next_offset)])
         deadline = time.monotonic() + poll_timeout_ms / 1000
@@ -170,7 +177,11 @@ def read_range(
                     good = [m for m in good if m.offset() < end]
                 if good:
                     next_offset = good[-1].offset() + 1
-                    yield messages_to_batch(good, topic, partition, include_headers)
+                    pending.append(messages_to_batch(good, topic, partition, include_headers))
+                    pending_rows += len(good)
+                    if pending_rows >= ARROW_BATCH_ROWS:
+                        yield _joined(pending)
+                        pending, pending_rows = [], 0
                 if reached_end:
                     break
                 deadline = time.monotonic() + poll_timeout_ms / 1000
@@ -183,6 +194,8 @@ def read_range(
                     f"{topic}/{partition}: no records for {poll_timeout_ms} ms while reading "
                     f"offset {next_offset} of [{offset_range.start_offset}, {end})"
                 )
+        if pending:
+            yield _joined(pending)
         healthy = True
     finally:
         if healthy and key not in _CONSUMERS:
@@ -190,6 +203,10 @@ def read_range(
             _CONSUMERS[key] = consumer
         else:
             consumer.close()
+
+
+def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
 def _stale(message: Any, topic: str, partition: int, next_offset: int) -> bool:

@@ -69,7 +69,7 @@ def messages_to_batch(
     # map() over the C method descriptors runs the loop in C: no Python frame per record.
     keys = pa.array(list(map(Message.key, messages)), pa.binary())
     values = pa.array(list(map(Message.value, messages)), pa.binary())
-    offsets = pa.array(list(map(Message.offset, messages)), pa.int64())
+    offsets = _offsets(messages)
     # timestamp() is a (kind, ms) pair: flatten the pairs in C into one int64 array and read
     # it as fixed-size lists of 2, instead of unpacking each pair in Python (zip(*pairs) was
     # ~60% of this function's time).
@@ -98,6 +98,17 @@ def messages_to_batch(
             HEADER_TYPE,
         ))
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
+
+
+def _offsets(messages: Sequence[Any]) -> pa.Array:
+    """The offset column. Offsets in one partition only grow, so when the first and last are
+    len - 1 apart (nothing compacted away) they are first, first + 1, ...: computed on Arrow
+    arrays instead of one offset() call per record."""
+    count = len(messages)
+    first = messages[0].offset() if count else 0
+    if count and messages[-1].offset() - first == count - 1:
+        return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), count), start=first - 1)
+    return pa.array(list(map(Message.offset, messages)), pa.int64())
 
 
 def conform(table: pa.Table, topic: str, partition: int, include_headers: bool) -> pa.Table:
