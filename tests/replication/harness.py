@@ -45,6 +45,7 @@ class BrokerProcess:
     process: subprocess.Popen[bytes] | None = None
     advertise: str | None = None  # e.g. a proxy's address: followers dial this one
     zookeeper: str | None = None  # e.g. through a proxy; None = the cluster's connect string
+    metrics: str = "off"  # e.g. "127.0.0.1:PORT" to scrape /metrics
 
     @property
     def address(self) -> str:
@@ -75,7 +76,7 @@ class Cluster:
             "--listen", broker.address,
             "--node-id", str(node_id),
             "--zookeeper", broker.zookeeper or self.zookeeper,
-            "--metrics", "off",
+            "--metrics", broker.metrics,
             "--set", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
             "--set", f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}",
             "--set", "default.replication.factor=3",

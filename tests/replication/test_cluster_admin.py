@@ -1,17 +1,23 @@
-"""Cluster-mode housekeeping with real brokers: the high watermark checkpoint, DeleteTopics and
-CreatePartitions through ZooKeeper."""
+"""Cluster-mode housekeeping with real brokers: the high watermark checkpoint, DeleteTopics,
+CreatePartitions and topic configs through ZooKeeper, DeleteRecords followed by followers."""
 
 from __future__ import annotations
 
+import datetime
+import json
 import signal
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import NewPartitions
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 from kazoo.client import KazooClient
 
 from tidelog.cluster.hw_checkpoint import CHECKPOINT_FILE
 
+from . import raw_requests
 from .harness import Cluster
+
+INIT_PRODUCER_ID = 22
 
 
 def _produce(cluster: Cluster, topic: str, count: int, partition: int = 0) -> None:
@@ -93,3 +99,91 @@ def test_delete_topics_and_create_partitions_go_through_zookeeper(cluster: Clust
         consumer.close()
     for node_id in cluster.brokers:
         cluster.kill(node_id, signal.SIGTERM)
+
+
+def _topic_configs(address: str, topic: str) -> dict[str, str]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = Cluster.admin_of(address)  # must outlive the future
+    entries = admin.describe_configs([resource])[resource].result(timeout=15)
+    return {name: entry.value for name, entry in entries.items()}
+
+
+def _produce_error(cluster: Cluster, topic: str) -> KafkaError | None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                         "message.timeout.ms": 5000, "retries": 0})
+    errors: list[KafkaError | None] = []
+    producer.produce(topic, b"probe", partition=0, on_delivery=lambda e, m: errors.append(e))
+    producer.flush(15)
+    return errors[0]
+
+
+def _set(cluster: Cluster, topic: str, entries: list[ConfigEntry]) -> None:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    admin = cluster.admin()  # must outlive the future
+    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
+
+
+def _producer_id(address: str) -> int:
+    body = raw_requests._module(INIT_PRODUCER_ID, 4).InitProducerIdRequest(
+        transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60),
+        producer_id=-1, producer_epoch=-1)
+    answer = raw_requests.call(address, INIT_PRODUCER_ID, 4, body)
+    assert answer.error_code == 0, answer
+    return int(answer.producer_id)
+
+
+def test_configs_and_delete_records_in_cluster_mode(cluster: Cluster) -> None:
+    # Producer ids come from blocks claimed in ZooKeeper: no two brokers hand out the same one.
+    ids = [_producer_id(b.address) for b in cluster.brokers.values() for _ in range(2)]
+    assert len(set(ids)) == len(ids), ids
+    topic = "configured"
+    cluster.create_topic(topic, configs={"min.insync.replicas": "2"})
+    cluster.wait_for(lambda: len(cluster.partition_state(topic)[2]) == 3, what="ISR of 3")
+    _produce(cluster, topic, 100)
+
+    # IncrementalAlterConfigs through any broker: stored in ZooKeeper in Kafka's layout and
+    # applied on every broker (its data watch), replication configs included.
+    set_op = AlterConfigOpType.SET
+    _set(cluster, topic, [ConfigEntry("retention.ms", "3600000", incremental_operation=set_op),
+                          ConfigEntry("min.insync.replicas", "4", incremental_operation=set_op)])
+    zookeeper = KazooClient(hosts=cluster.zookeeper, timeout=10)
+    zookeeper.start()
+    try:
+        data, _ = zookeeper.get(f"/config/topics/{topic}")
+        assert json.loads(data) == {"version": 1, "config": {
+            "min.insync.replicas": "4", "retention.ms": "3600000"}}
+        assert zookeeper.get_children("/config/changes")  # Kafka's change notification
+        block = json.loads(zookeeper.get("/latest_producer_id_block")[0])
+        assert int(block["block_end"]) >= max(ids) and block["version"] == 1
+    finally:
+        zookeeper.stop()
+        zookeeper.close()
+    for broker in cluster.brokers.values():
+        cluster.wait_for(
+            lambda b=broker: _topic_configs(b.address, topic)["retention.ms"] == "3600000",
+            what=f"broker {broker.node_id} to apply the config",
+        )
+    error = _produce_error(cluster, topic)  # ISR 3 < min.insync.replicas 4 on the leader
+    assert error is not None and error.code() == KafkaError.NOT_ENOUGH_REPLICAS
+    _set(cluster, topic, [ConfigEntry("min.insync.replicas", None,
+                                      incremental_operation=AlterConfigOpType.DELETE)])
+    cluster.wait_for(lambda: _produce_error(cluster, topic) is None, what="acks=all again")
+    with pytest.raises(KafkaException):  # validated whole before anything is written
+        _set(cluster, topic, [ConfigEntry("retention.ms", "soon", incremental_operation=set_op)])
+
+    # DeleteRecords on the leader; followers follow its log start offset, so the next leader
+    # has the same low watermark.
+    admin = cluster.admin()
+    deleted = admin.delete_records([TopicPartition(topic, 0, 40)])
+    low_watermark = next(iter(deleted.values())).result(timeout=15).low_watermark
+    assert low_watermark == 40
+    leader, _, _ = cluster.partition_state(topic)
+    cluster.kill(leader, signal.SIGKILL)
+    cluster.wait_for(lambda: cluster.partition_state(topic)[0] not in (-1, leader),
+                     what="a new leader")
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "watermarks"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
+    finally:
+        consumer.close()
+    assert low == 40 and high >= 101

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from tidelog.cluster import placement
@@ -38,6 +38,8 @@ from tidelog.types import TopicPartition
 
 log = logging.getLogger("tidelog.broker.cluster")
 CONFIG_TOPICS_PATH = "/config/topics"
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"  # Kafka's ZooKeeper-mode znode
+CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"  # Kafka's sequential notifications
 EVENT_POLL_S = 0.05  # how often the thread looks at ClusterMember's inbox between view changes
 
 
@@ -54,6 +56,9 @@ class ClusterSettings:
     replica_lag_time_max_ms: int = 30_000
     hw_checkpoint_interval_ms: int = 5_000
     unclean_leader_election_enable: bool = False
+    # D7: an acks=all write is acknowledged only once fsynced on the leader and on every ISR
+    # member (a follower fetches past its data only after fsyncing it).
+    acks_all_fsync: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +195,10 @@ class ClusterAgent:
             if assignment is None:
                 continue
             topics[topic] = assignment
+            config_path = f"{CONFIG_TOPICS_PATH}/{topic}"
+            if config_path not in self._watched:  # AlterConfigs on any broker
+                self._watched.add(config_path)
+                self._client.DataWatch(config_path, self._data_changed)
             configs[topic] = self._topic_config(topic)
             for partition in assignment.partitions:
                 tp = TopicPartition(topic, partition)
@@ -245,6 +254,54 @@ class ClusterAgent:
             self._client.set(f"{CONFIG_TOPICS_PATH}/{topic}", document)
         store.create_topic_assignment(assignment)
         return assignment
+
+    def set_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Blocking: replace `/config/topics/<t>` (Kafka's AdminZkClient.changeTopicConfig)
+        and leave Kafka's change notification; every broker's data watch applies it."""
+        if self._member.store.topic_assignment(topic) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
+        document = json.dumps({"version": 1, "config": dict(configs)}).encode("utf-8")
+        path = f"{CONFIG_TOPICS_PATH}/{topic}"
+        try:
+            self._client.set(path, document)
+        except NoNodeError:
+            self._client.create(path, document, makepath=True)
+        notification = json.dumps({"version": 2, "entity_path": f"topics/{topic}"})
+        self._client.create(
+            CONFIG_CHANGE_PREFIX, notification.encode("utf-8"), sequence=True, makepath=True
+        )
+
+    def claim_producer_id_block(self, size: int) -> tuple[int, int]:
+        """Blocking: reserve the next `size` producer ids for this broker, `[start, end)`.
+
+        Kafka's ZooKeeper layout and protocol: `/latest_producer_id_block` holds
+        `{"version":1,"broker":N,"block_start":"<first>","block_end":"<last>"}` (decimal
+        strings, inclusive); a broker claims the block after it with a set conditional on the
+        znode's version and retries when another broker won, so no id is handed out twice."""
+        while True:
+            try:
+                data, stat = self._client.get(PRODUCER_ID_BLOCK_PATH)
+            except NoNodeError:
+                start, version = 0, None
+            else:
+                try:
+                    start = int(json.loads(data)["block_end"]) + 1
+                except (ValueError, KeyError, TypeError) as error:
+                    raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                     f"malformed {PRODUCER_ID_BLOCK_PATH}: {error}") from None
+                version = stat.version
+            document = json.dumps({
+                "version": 1, "broker": self.broker_id,
+                "block_start": str(start), "block_end": str(start + size - 1),
+            }).encode("utf-8")
+            try:
+                if version is None:
+                    self._client.create(PRODUCER_ID_BLOCK_PATH, document, makepath=True)
+                else:
+                    self._client.set(PRODUCER_ID_BLOCK_PATH, document, version=version)
+            except (NodeExistsError, BadVersionError):
+                continue  # another broker claimed a block meanwhile
+            return start, start + size
 
     def request_topic_deletion(self, topic: str) -> None:
         """Blocking: `/admin/delete_topics/<t>`; the controller deletes the topic's znodes."""

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 
-from tidelog.broker import router
+from tidelog.broker import group_service, router
 from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings
 from tidelog.broker.handlers.cluster import install_cluster_handlers
 from tidelog.broker.replication import Replication
@@ -56,4 +56,5 @@ async def join_cluster(broker: Broker, settings: ClusterSettings) -> ClusterLink
     broker.cluster_id = agent.joined_cluster_id  # every broker answers the same id
     replication.start()
     await asyncio.wait_for(replication.first_view.wait(), FIRST_VIEW_TIMEOUT_S)
+    group_service.service(broker)  # loads the offsets partitions this broker leads
     return ClusterLink(broker, replication, agent)

@@ -7,9 +7,16 @@ and answer — after the append, and after fsync when the partition's durability
 Parked JoinGroup/SyncGroup requests wait on futures keyed by waiter id; a later operation or
 timer completes them.
 
-Started on the first group request (`service(broker)`): creates `__consumer_offsets`
+Single node: started at broker start (`service(broker)`): creates `__consumer_offsets`
 (compacted, offsets.topic.num.partitions partitions) if missing and rebuilds every shard by
 replaying its partition. Runs on the event loop; storage calls are short page-cache writes.
+
+Cluster mode (`broker.replication` set; see `group_cluster.py`): the topic is replicated and
+created through ZooKeeper; this broker holds a shard only for the partitions it leads. When it
+becomes leader of one (`on_partition_role`) it replays that partition on a worker thread
+(requests meanwhile answer COORDINATOR_LOAD_IN_PROGRESS); when it loses leadership it drops
+the shard, its timers and its parked requests (NOT_COORDINATOR). Appends carry the leader
+epoch and are answered only once the high watermark passes them (acks=all).
 """
 
 from __future__ import annotations
@@ -62,11 +69,24 @@ class GroupService:
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._waiter_ids = itertools.count(1)
         self._retention_handle: asyncio.TimerHandle | None = None
+        self.replication = broker.replication  # None on a single node
+        self._loading: dict[int, object] = {}  # partition -> token of the load in flight
+        self._waiter_partitions: dict[int, int] = {}
         # Shutdown signal: the broker wakes every append waiter when it starts closing; parked
         # JoinGroup/SyncGroup requests then answer NOT_COORDINATOR instead of holding the drain.
         self._closing = asyncio.ensure_future(
             broker.append_waiters.wait([SHUTDOWN_SIGNAL], SHUTDOWN_WAIT_MS)
         )
+        self._schedule_retention()
+        if self.replication is not None:
+            from tidelog.broker.group_cluster import OffsetsTopicCreator, offsets_partition_count
+
+            self.creator = OffsetsTopicCreator(broker, self.replication)
+            self.partitions = offsets_partition_count(broker, self.replication)
+            for tp, state in self.replication.partitions.items():
+                if tp.topic == OFFSETS_TOPIC and state.leader == broker.config.node_id:
+                    self.on_partition_role(tp.partition, is_leader=True)
+            return
         self.partitions = self._ensure_topic()
         now_ms = clock.now_ms()
         for partition in range(self.partitions):
@@ -75,7 +95,6 @@ class GroupService:
             self.shards[partition] = shard
             for timer in timers:
                 self._arm(partition, timer)
-        self._schedule_retention()
         log.info(
             "group coordinator loaded %d groups", sum(len(s.groups) for s in self.shards.values())
         )
@@ -105,13 +124,80 @@ class GroupService:
             offset = batches[-1].next_offset
         return records
 
+    # ------------------------------------------------------------ cluster: load and unload
+
+    def on_partition_role(self, partition: int, is_leader: bool) -> None:
+        """Cluster mode: this broker became leader of an offsets partition, or stopped being
+        it. A new leader epoch while already leading keeps the loaded state (it is the log's)."""
+        if self.replication is None:
+            return
+        from tidelog.broker.group_cluster import offsets_partition_count
+
+        self.partitions = offsets_partition_count(self.broker, self.replication)
+        if not is_leader:
+            self._unload(partition)
+            return
+        if partition in self.shards or partition in self._loading:
+            return
+        token = object()
+        self._loading[partition] = token
+        task = asyncio.ensure_future(self._load(partition, token))
+        task.add_done_callback(_log_failure)
+
+    async def _load(self, partition: int, token: object) -> None:
+        await asyncio.sleep(0)  # the stopped replica fetcher finishes first
+        try:
+            records = await asyncio.to_thread(self._read_partition, partition)
+        except (OSError, KafkaError, ValueError) as error:
+            log.error("loading groups of partition %d failed: %s", partition, error)
+            if self._loading.get(partition) is token:
+                del self._loading[partition]
+            return
+        if self._loading.get(partition) is not token:
+            return  # leadership moved while reading
+        del self._loading[partition]
+        shard = GroupCoordinatorShard(self.config)
+        timers = shard.load(records, clock.now_ms())
+        self.shards[partition] = shard
+        for timer in timers:
+            self._arm(partition, timer)
+        log.info("coordinator for partition %d: loaded %d groups from %d records",
+                 partition, len(shard.groups), len(records))
+
+    def _unload(self, partition: int) -> None:
+        self._loading.pop(partition, None)
+        shard = self.shards.pop(partition, None)
+        for key in [key for key in self._timers if key[0] == partition]:
+            self._timers.pop(key).cancel()
+        for waiter_id, waiting_on in list(self._waiter_partitions.items()):
+            future = self._waiters.get(waiter_id)
+            if waiting_on == partition and future is not None and not future.done():
+                future.set_exception(
+                    KafkaError(ErrorCode.NOT_COORDINATOR, f"partition {partition} moved")
+                )
+        if shard is not None:
+            log.info("coordinator for partition %d moved: unloaded %d groups",
+                     partition, len(shard.groups))
+
     # ------------------------------------------------------------ routing
 
     def partition_of(self, group_id: str) -> int:
+        if self.replication is not None:
+            from tidelog.broker.group_cluster import offsets_partition_count
+
+            self.partitions = offsets_partition_count(self.broker, self.replication)
         return partition_for(group_id, self.partitions)
 
     def shard_of(self, group_id: str) -> GroupCoordinatorShard:
-        return self.shards[self.partition_of(group_id)]
+        return self._shard(self.partition_of(group_id))
+
+    def _shard(self, partition: int) -> GroupCoordinatorShard:
+        shard = self.shards.get(partition)
+        if shard is None:
+            if partition in self._loading:
+                raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading {partition}")
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"not leading partition {partition}")
+        return shard
 
     def topics_image(self) -> TopicsImage:
         return {
@@ -127,11 +213,13 @@ class GroupService:
     ) -> T:
         """Run one operation for `group_id`; returns its response (maybe after parking)."""
         partition = self.partition_of(group_id)
+        shard = self._shard(partition)
         waiter_id = next(self._waiter_ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiters[waiter_id] = future
+        self._waiter_partitions[waiter_id] = partition
         try:
-            result = operation(self.shards[partition], waiter_id)
+            result = operation(shard, waiter_id)
             log.debug(
                 "group %s: %d records, answer %s", group_id, len(result.records), result.response
             )
@@ -149,28 +237,62 @@ class GroupService:
             return response
         finally:
             self._waiters.pop(waiter_id, None)
+            self._waiter_partitions.pop(waiter_id, None)
 
     def _apply(self, partition: int, result: Result[Any]) -> Awaitable[None] | None:
         """Append and replay the records, arm the timers; the fsync wait if any is returned."""
         durable: Awaitable[None] | None = None
         if result.records:
+            tp = TopicPartition(OFFSETS_TOPIC, partition)
+            leader_epoch = self._leader_epoch(tp)
             partition_log = self.broker.partition_log(OFFSETS_TOPIC, partition)
             buffer = encode_batch(result.records, clock.now_ms())
             try:
                 appended = partition_log.append(
-                    [RecordBatch(memoryview(buffer))], now_ms=clock.now_ms()
+                    [RecordBatch(memoryview(buffer))], now_ms=clock.now_ms(),
+                    leader_epoch=leader_epoch,
                 )
             except OSError as error:
                 raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error)) from None
             shard = self.shards[partition]
             for record in result.records:
                 shard.replay(record)
-            self.broker.append_waiters.notify(TopicPartition(OFFSETS_TOPIC, partition))
+            self.broker.append_waiters.notify(tp)
             if partition_log.config.durability == "sync":
                 durable = self.broker.wait_durable(partition_log, appended.last_offset + 1)
+            if self.replication is not None:
+                self.replication.after_leader_append(tp)
+                durable = self._replicated(tp, appended.last_offset + 1, durable)
         for timer in result.timers:
             self._arm(partition, timer)
         return durable
+
+    def _leader_epoch(self, tp: TopicPartition) -> int:
+        """Cluster mode: the epoch to stamp; refuses (as a group error) a partition this broker
+        no longer leads or whose ISR is below min.insync.replicas, before anything is written."""
+        if self.replication is None:
+            return 0
+        from tidelog.broker.group_cluster import coordinator_error
+
+        try:
+            return self.replication.check_produce(tp, -1)
+        except KafkaError as error:
+            raise KafkaError(coordinator_error(error.code), error.message) from None
+
+    async def _replicated(
+        self, tp: TopicPartition, end_offset: int, fsync: Awaitable[None] | None
+    ) -> None:
+        """acks=all for a coordinator append: wait until the high watermark passes it."""
+        from tidelog.broker.group_cluster import OFFSETS_COMMIT_TIMEOUT_MS, coordinator_error
+
+        assert self.replication is not None
+        if fsync is not None:
+            await fsync
+        code = await self.replication.wait_for_high_watermark(
+            tp, end_offset, OFFSETS_COMMIT_TIMEOUT_MS
+        )
+        if code != ErrorCode.NONE:
+            raise KafkaError(coordinator_error(code), f"{tp} below {end_offset}: {code.name}")
 
     def _complete(self, completions: list[tuple[int, object]]) -> None:
         for waiter_id, response in completions:
@@ -186,7 +308,14 @@ class GroupService:
             return
 
         async def finish() -> None:
-            await durable
+            try:
+                await durable
+            except KafkaError as error:
+                for waiter_id, _ in result.completions:
+                    future = self._waiters.get(waiter_id)
+                    if future is not None and not future.done():
+                        future.set_exception(KafkaError(error.code, error.message))
+                return
             self._complete(result.completions)
 
         task = asyncio.ensure_future(finish())
@@ -207,6 +336,8 @@ class GroupService:
 
     def _fire(self, partition: int, key: TimerKey) -> None:
         self._timers.pop((partition, key), None)
+        if partition not in self.shards:
+            return  # unloaded meanwhile
         try:
             result = self.shards[partition].on_timer(key, self.topics_image(), clock.now_ms())
             log.debug(
@@ -229,11 +360,14 @@ class GroupService:
 
     def _expire_offsets(self) -> None:
         now_ms = clock.now_ms()
-        for partition, shard in self.shards.items():
+        for partition, shard in list(self.shards.items()):
             records = shard.expire_offsets(now_ms)
             if records:
                 log.info("expiring %d offsets/groups in partition %d", len(records), partition)
-                self._apply_detached(partition, Result(records=records))
+                try:
+                    self._apply_detached(partition, Result(records=records))
+                except KafkaError as error:
+                    log.warning("offset expiry in partition %d deferred: %s", partition, error)
         self._schedule_retention()
 
     def metrics_snapshot(self) -> GroupStats:

@@ -11,6 +11,9 @@ Runs on the event loop (asyncio streams); must not block.
    appended as they are (PartitionLog.append_raw: offsets kept, no record decoding); each
    batch's partitionLeaderEpoch feeds the leader-epoch cache. The leader's high watermark is
    adopted up to our log end offset.
+3. D7 (`acks.all.fsync`, default on): after appending, the fetcher fsyncs the new data (the
+   broker's group-commit thread) before its next fetch, so the offset the leader counts as
+   ours, and so its high watermark and every acks=all acknowledgement, is on our disk.
 
 Frames (client side): request = int32 size, request header v2 (api_key int16, api_version
 int16, correlation_id int32, client_id string, empty tagged fields), kio-encoded body;
@@ -32,7 +35,7 @@ from kio.serial import entity_reader, entity_writer
 
 from tidelog.broker import clock, responses
 from tidelog.cluster.leader_epochs import UNDEFINED
-from tidelog.errors import ErrorCode, TidelogError
+from tidelog.errors import ErrorCode, KafkaError, TidelogError
 from tidelog.protocol.codec import request_schema, response_schema
 from tidelog.records.batch import split_batches
 
@@ -230,6 +233,14 @@ class ReplicaFetcher:
         for topic in response.responses:
             for partition in topic.partitions:
                 self._apply(partition, fetch_offset)
+        log_end_offset = state.log.log_end_offset
+        if log_end_offset > fetch_offset and self._replication.settings.acks_all_fsync:
+            # D7: the next fetch offset is what the leader counts as on this replica (its
+            # high watermark, hence acks=all): fsync before reporting it (group commit).
+            try:
+                await self._replication.broker.wait_durable(state.log, log_end_offset)
+            except KafkaError as error:
+                raise FetcherError(f"fsync of fetched batches failed: {error}") from error
 
     def _apply(self, partition: Any, fetch_offset: int) -> None:
         state = self._state
@@ -250,3 +261,8 @@ class ReplicaFetcher:
                 if batch.partition_leader_epoch > epochs.latest_epoch:
                     epochs.assign(batch.partition_leader_epoch, batch.base_offset)
         self._replication.set_follower_high_watermark(state, int(partition.high_watermark))
+        leader_log_start = min(int(partition.log_start_offset), state.log.log_end_offset)
+        if leader_log_start > state.log.log_start_offset:
+            # DeleteRecords (or retention) on the leader: follow its log start offset (Kafka's
+            # follower maybeIncrementLogStartOffset).
+            state.log.delete_records_before(leader_log_start)

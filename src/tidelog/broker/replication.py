@@ -30,6 +30,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from tidelog.broker import clock
 from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings, ClusterView, topic_uuid
+from tidelog.broker.group_cluster import OFFSETS_TOPIC
 from tidelog.cluster import placement
 from tidelog.cluster.hw_checkpoint import read_high_watermarks, write_high_watermarks
 from tidelog.cluster.leader_epochs import LeaderEpochCache
@@ -67,6 +68,9 @@ class ReplicaState:
     pending_isr: tuple[int, ...] | None = None
     fetcher: ReplicaFetcher | None = None
     waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = field(default_factory=list)
+    # follower id -> fetches served while leader; futures woken by the next follower fetch
+    fetch_counts: dict[int, int] = field(default_factory=dict)
+    fetch_watchers: list[asyncio.Future[None]] = field(default_factory=list)
 
 
 class Replication:
@@ -147,9 +151,12 @@ class Replication:
                 if k not in REPLICATION_TOPIC_CONFIGS
             }
             try:
-                self.broker.adopt_topic(
+                info = self.broker.adopt_topic(
                     topic, topic_uuid(assignment.topic_id), len(assignment.partitions), configs
                 )
+                if dict(info.configs) != configs:  # AlterConfigs through ZooKeeper
+                    self.broker.set_topic_configs(topic, configs)
+                    log.info("topic %s: configs now %s", topic, configs)
             except (KafkaError, ValueError) as error:
                 log.error("topic %s cannot be hosted: %s", topic, error)
                 continue
@@ -165,6 +172,7 @@ class Replication:
         for tp in [tp for tp in self.partitions if tp.topic == topic]:
             state = self.partitions.pop(tp)
             self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self._tell_group_coordinator(state, is_leader=False)
             if state.fetcher is not None:
                 state.fetcher.cancel()
                 state.fetcher = None
@@ -225,12 +233,20 @@ class Replication:
             if b != self.node_id
         }
         self._advance_high_watermark(state)
+        self._tell_group_coordinator(state, is_leader=True)
+
+    def _tell_group_coordinator(self, state: ReplicaState, is_leader: bool) -> None:
+        """A `__consumer_offsets` partition gained or lost its leader here: the group
+        coordinator loads or unloads its groups (Kafka's onElection / onResignation)."""
+        if state.tp.topic == OFFSETS_TOPIC and self.broker.groups is not None:
+            self.broker.groups.on_partition_role(state.tp.partition, is_leader)
 
     def _become_follower(self, state: ReplicaState) -> None:
         from tidelog.broker.replica_fetcher import ReplicaFetcher
 
         log.info("%s: follower of %d at epoch %d", state.tp, state.leader, state.leader_epoch)
         self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._tell_group_coordinator(state, is_leader=False)
         state.followers = {}
         if state.fetcher is not None:
             self._spawn(state.fetcher.stop())
@@ -288,10 +304,22 @@ class Replication:
     async def wait_for_high_watermark(
         self, tp: TopicPartition, end_offset: int, timeout_ms: int
     ) -> ErrorCode:
-        """acks=all: park until the high watermark reaches `end_offset`."""
+        """acks=all: park until the high watermark reaches `end_offset` (and, with
+        acks.all.fsync, the leader's own copy is fsynced: followers fsync before they report)."""
         state = self.partitions.get(tp)
         if state is None or state.leader != self.node_id:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.settings.acks_all_fsync:
+            try:
+                await asyncio.wait_for(
+                    self.broker.wait_durable(state.log, end_offset), max(timeout_ms, 1) / 1000
+                )
+            except TimeoutError:
+                return ErrorCode.REQUEST_TIMED_OUT
+            except KafkaError as error:
+                return error.code
+            if state.leader != self.node_id:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if state.high_watermark >= end_offset:
             return self._acks_outcome(state)
         future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
@@ -339,6 +367,11 @@ class Replication:
         self, state: ReplicaState, replica_id: int, fetch_offset: int, log_end_offset: int
     ) -> None:
         now_ms = clock.now_ms()
+        state.fetch_counts[replica_id] = state.fetch_counts.get(replica_id, 0) + 1
+        for watcher in state.fetch_watchers:
+            if not watcher.done():
+                watcher.set_result(None)
+        state.fetch_watchers.clear()
         follower = state.followers.get(replica_id) or placement.FollowerState(replica_id)
         follower = placement.update_follower_fetch(follower, fetch_offset, log_end_offset, now_ms)
         state.followers[replica_id] = follower
@@ -353,6 +386,22 @@ class Replication:
         ):
             self._write_isr(state, placement.expanded_isr(state.isr, replica_id, state.replicas))
         self._advance_high_watermark(state)
+
+    async def wait_for_isr_fetches(self, tp: TopicPartition, fetches: int, timeout_ms: int) -> bool:
+        """Leader: until every other ISR member has fetched `fetches` more times (each
+        follower applies a response before its next fetch); False at the timeout."""
+        state = self._leader(tp)
+        wanted = {b: state.fetch_counts.get(b, 0) + fetches for b in state.isr if b != self.node_id}
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+        while any(state.fetch_counts.get(b, 0) < n for b, n in wanted.items() if b in state.isr):
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0 or state.leader != self.node_id:
+                return False
+            watcher: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            state.fetch_watchers.append(watcher)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(watcher, remaining)
+        return state.leader == self.node_id
 
     def high_watermark(self, tp: TopicPartition, current_leader_epoch: int = -1) -> int:
         return self._leader(tp, current_leader_epoch).high_watermark

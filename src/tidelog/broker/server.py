@@ -48,8 +48,10 @@ class BrokerServer:
     def unregister(self, connection: Connection) -> None:
         self._connections.discard(connection)
 
-    async def start(self) -> tuple[str, int]:
-        """Listen; returns the bound (host, port) (the real port when asked for port 0)."""
+    async def start(self, load_groups: bool = True) -> tuple[str, int]:
+        """Listen; returns the bound (host, port) (the real port when asked for port 0).
+        `load_groups=False` in cluster mode: the group service starts once the cluster is
+        joined (its `__consumer_offsets` is replicated, not created locally)."""
         config = self.broker.config
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -65,7 +67,8 @@ class BrokerServer:
             self.broker.config = replace(config, listen_port=port, advertised_port=advertised_port)
         # Load the group coordinator now (create and replay __consumer_offsets) rather than on
         # the first group request, so a restart's replay cost is paid before `ready`.
-        group_service.service(self.broker)
+        if load_groups:
+            group_service.service(self.broker)
         self._schedule_tick()
         return str(host), int(port)
 
@@ -139,7 +142,7 @@ async def serve(
         metrics_server = await start_metrics(
             broker, lambda: len(server._connections), metrics_address, required=metrics_required
         )
-        host, port = await server.start()
+        host, port = await server.start(load_groups=cluster is None)
     except (OSError, MetricsAddressError):
         broker.close()
         raise

@@ -96,7 +96,10 @@ class Broker:
         """Cluster mode: mirror a topic created through ZooKeeper (same id), open its logs."""
         info = self.topics.get(name)
         if info is None:
-            info = self.topics.create(name, partitions, configs, topic_id=topic_id)
+            internal = name in ("__consumer_offsets", "__transaction_state")  # Kafka's internal
+            info = self.topics.create(
+                name, partitions, configs, topic_id=topic_id, internal=internal
+            )
             self._open_partitions(info, 0)
         elif info.partitions < partitions:
             info = self.add_partitions(name, partitions)

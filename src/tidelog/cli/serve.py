@@ -3,7 +3,7 @@
 A single node by default; `--zookeeper HOST:PORT[/chroot]` joins a cluster, and then these
 `--set` names are accepted too: min.insync.replicas, replica.lag.time.max.ms,
 replica.high.watermark.checkpoint.interval.ms,
-unclean.leader.election.enable, zookeeper.session.timeout.ms.
+unclean.leader.election.enable, zookeeper.session.timeout.ms, acks.all.fsync (D7, default true).
 
 Exit status: 0 after a clean SIGTERM/SIGINT shutdown, 2 for bad options or settings, 1 when the
 listener cannot be opened.
@@ -58,6 +58,9 @@ def _cluster_settings(zookeeper: str, settings: dict[str, str]) -> ClusterSettin
         raise click.BadParameter(
             "unclean.leader.election.enable: true or false", param_hint="--set"
         )
+    fsync = settings.pop("acks.all.fsync", "true").lower()
+    if fsync not in ("true", "false"):
+        raise click.BadParameter("acks.all.fsync: true or false", param_hint="--set")
     return ClusterSettings(
         zookeeper=zookeeper,
         session_timeout_ms=number("zookeeper.session.timeout.ms", 6000),
@@ -65,6 +68,7 @@ def _cluster_settings(zookeeper: str, settings: dict[str, str]) -> ClusterSettin
         replica_lag_time_max_ms=number("replica.lag.time.max.ms", 30_000),
         hw_checkpoint_interval_ms=number("replica.high.watermark.checkpoint.interval.ms", 5000),
         unclean_leader_election_enable=unclean == "true",
+        acks_all_fsync=fsync == "true",
     )
 
 

@@ -152,15 +152,20 @@ async def _auto_create(broker: Broker, replication: Replication, name: str) -> E
     return ErrorCode.LEADER_NOT_AVAILABLE
 
 
+def check_replication_config(name: str, value: str | None) -> None:
+    """min.insync.replicas and unclean.leader.election.enable (kept out of LogConfig)."""
+    if name == "min.insync.replicas" and (value is None or not value.isdigit()
+                                          or int(value) < 1):
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}={value!r}")
+    if name == "unclean.leader.election.enable" and value not in ("true", "false"):
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}={value!r}")
+
+
 def _split_configs(broker: Broker, topic: Any) -> dict[str, str]:
     given = {c.name: c.value for c in topic.configs}
     replication_configs = {k: v for k, v in given.items() if k in REPLICATION_TOPIC_CONFIGS}
     for name, value in replication_configs.items():
-        if name == "min.insync.replicas" and (value is None or not value.isdigit()
-                                              or int(value) < 1):
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}={value!r}")
-        if name == "unclean.leader.election.enable" and value not in ("true", "false"):
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}={value!r}")
+        check_replication_config(name, value)
     log_configs = validate_overrides(
         broker.config, {k: v for k, v in given.items() if k not in REPLICATION_TOPIC_CONFIGS}
     )
@@ -319,3 +324,6 @@ def install_cluster_handlers(table: dict[int, Handler]) -> None:
     table[OFFSET_FOR_LEADER_EPOCH] = handle_offset_for_leader_epoch
     table[DELETE_TOPICS] = handle_delete_topics
     table[CREATE_PARTITIONS] = handle_create_partitions
+    from tidelog.broker.handlers.cluster_admin import HANDLERS as ADMIN_HANDLERS
+
+    table.update(ADMIN_HANDLERS)

@@ -9,12 +9,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker import responses
-from tidelog.broker.group_service import service
+from tidelog.broker.group_service import GroupService, service
 from tidelog.broker.handlers.groups_common import NO_AUTHORIZED_OPERATIONS, classes, response
 from tidelog.coordinator.coordinator import GroupCoordinatorShard
 from tidelog.coordinator.messages import DescribedGroup, Result
 from tidelog.coordinator.records import TopicPartitions
-from tidelog.errors import ErrorCode
+from tidelog.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from tidelog.broker.router import RequestContext
@@ -27,6 +27,19 @@ DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCR
     47,
     69,
 )
+
+
+def _describe(
+    groups_service: GroupService,
+    group_id: str,
+    how: Callable[[GroupCoordinatorShard, str], DescribedGroup],
+) -> DescribedGroup:
+    """One group's description, or its coordinator error (cluster mode: NOT_COORDINATOR,
+    COORDINATOR_LOAD_IN_PROGRESS) in that group's entry."""
+    try:
+        return how(groups_service.shard_of(group_id), group_id)
+    except KafkaError as error:
+        return DescribedGroup(group_id, error.code)
 
 
 async def handle_list_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
@@ -55,7 +68,7 @@ async def handle_describe_groups(broker: Broker, context: RequestContext, reques
     groups_service = service(broker)
     described = []
     for group_id in request.groups:
-        group = groups_service.shard_of(group_id).describe_group(group_id)
+        group = _describe(groups_service, group_id, GroupCoordinatorShard.describe_group)
         members = tuple(
             responses.build(
                 module.DescribedGroupMember,
@@ -89,7 +102,10 @@ async def handle_delete_groups(broker: Broker, context: RequestContext, request:
     groups_service = service(broker)
     results = []
     for group_id in request.groups_names:
-        outcome = await groups_service.run(group_id, _delete_one(group_id))
+        try:
+            outcome = await groups_service.run(group_id, _delete_one(group_id))
+        except KafkaError as refused:  # cluster mode: not this broker's group
+            outcome = [(group_id, refused.code)]
         for deleted_id, error in outcome:
             results.append(
                 responses.build(module.DeletableGroupResult, group_id=deleted_id, error_code=error)
@@ -133,7 +149,9 @@ async def handle_consumer_group_describe(
     names = {topic_id: name for name, (topic_id, _) in groups_service.topics_image().items()}
     described = [
         _described_consumer_group(
-            module, groups_service.shard_of(g).describe_consumer_group(g), names
+            module,
+            _describe(groups_service, g, GroupCoordinatorShard.describe_consumer_group),
+            names,
         )
         for g in request.group_ids
     ]

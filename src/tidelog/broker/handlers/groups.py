@@ -5,7 +5,9 @@ ConsumerGroupDescribe.
 The admin APIs are in `group_admin.py` (merged into HANDLERS below). Each handler only
 translates: kio request (any version) -> coordinator message -> `GroupService`
 -> coordinator response -> kio response of the same version. The rules live in
-`tidelog.coordinator`; this node is the coordinator of every group (single node).
+`tidelog.coordinator`. A single node coordinates every group; in cluster mode the
+coordinator of a group is the leader of its `__consumer_offsets` partition
+(`group_cluster.find_coordinator`), and the others answer NOT_COORDINATOR.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from tidelog.coordinator.messages import (
     SyncGroupRequest,
 )
 from tidelog.coordinator.records import TopicPartitions
-from tidelog.errors import ErrorCode
+from tidelog.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from tidelog.broker.router import RequestContext
@@ -51,21 +53,31 @@ def _host(context: RequestContext) -> str:
 
 async def handle_find_coordinator(broker: Broker, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    service(broker)  # the coordinator (and __consumer_offsets) exist before anyone joins
-    config = broker.config
-    where = {
-        "node_id": config.node_id,
-        "host": config.advertised_host,
-        "port": config.advertised_port,
-    }
+    groups_service = service(broker)  # the coordinator (and __consumer_offsets) exist first
+    keys = [request.key] if version < 4 else list(request.coordinator_keys)
+    answers = [_coordinator_of(broker, groups_service, key) for key in keys]
     if version < 4:
-        return response(FIND_COORDINATOR, version, error_code=ErrorCode.NONE, **where)
+        return response(FIND_COORDINATOR, version, **answers[0])
     module = classes(FIND_COORDINATOR, version)
     coordinators = tuple(
-        responses.build(module.Coordinator, key=key, error_code=ErrorCode.NONE, **where)
-        for key in request.coordinator_keys
+        responses.build(module.Coordinator, key=key, **answer)
+        for key, answer in zip(keys, answers, strict=True)
     )
     return response(FIND_COORDINATOR, version, coordinators=coordinators)
+
+
+def _coordinator_of(broker: Broker, groups_service: Any, key: str) -> dict[str, Any]:
+    if broker.replication is None:
+        config = broker.config
+        where = (config.node_id, config.advertised_host, config.advertised_port)
+        error = ErrorCode.NONE
+    else:
+        from tidelog.broker.group_cluster import find_coordinator
+
+        error, where = find_coordinator(
+            broker, broker.replication, groups_service.creator, key
+        )
+    return {"error_code": error, "node_id": where[0], "host": where[1], "port": where[2]}
 
 
 async def handle_join_group(broker: Broker, context: RequestContext, request: Any) -> Any:
@@ -217,10 +229,16 @@ async def handle_offset_commit(broker: Broker, context: RequestContext, request:
     )
     outcomes = list(unknown)
     if known:
-        answer = await service(broker).run(
-            message.group_id, lambda shard, _: shard.offset_commit(message, clock.now_ms())
-        )
-        outcomes.extend(answer.partitions)
+        try:
+            answer = await service(broker).run(
+                message.group_id, lambda shard, _: shard.offset_commit(message, clock.now_ms())
+            )
+        except KafkaError as refused:
+            # No top-level error in OffsetCommit: every partition carries it (Kafka's answer
+            # for NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE).
+            outcomes.extend((p.topic, p.partition, refused.code) for p in known)
+        else:
+            outcomes.extend(answer.partitions)
     module = classes(OFFSET_COMMIT, version)
     by_topic: dict[str, list[Any]] = {}
     for topic, partition, error in outcomes:
@@ -256,7 +274,14 @@ async def handle_offset_fetch(broker: Broker, context: RequestContext, request: 
     groups = []
     for group in request.groups:
         member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
-        answer = _fetch_offsets(broker, group.group_id, group.topics, member)
+        try:
+            answer = _fetch_offsets(broker, group.group_id, group.topics, member)
+        except KafkaError as error:
+            groups.append(responses.build(
+                module.OffsetFetchResponseGroup, group_id=group.group_id, topics=(),
+                error_code=error.code,
+            ))
+            continue
         topics = _fetched_topics(
             module, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions", answer
         )

@@ -1,0 +1,130 @@
+"""Consumer groups in cluster mode: the replicated `__consumer_offsets` and who coordinates.
+
+Runs on the event loop; ZooKeeper writes go through `asyncio.to_thread`.
+
+- `__consumer_offsets` is created through ZooKeeper like any topic (the controller places it):
+  offsets.topic.num.partitions partitions, replication factor min(3, live brokers) (Kafka's
+  offsets.topic.replication.factor=3, adapted to clusters smaller than 3), compacted, and
+  min.insync.replicas = 2 when the factor is 3, else 1, so a commit acknowledged with acks=all
+  survives one broker loss and a cluster of 3 keeps committing with one broker down.
+- The coordinator of a group is the current leader of partition `partition_for(group id)` of
+  that topic (Kafka's rule); FindCoordinator answers it from the cluster view.
+- Appends wait for the high watermark (acks=all) before the operation is answered; errors are
+  mapped as Kafka's GroupMetadataManager does (a lost leadership -> NOT_COORDINATOR, too few
+  replicas or a timeout -> COORDINATOR_NOT_AVAILABLE, so the client retries or rediscovers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+
+from tidelog.coordinator.coordinator import partition_for
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from tidelog.broker.replication import Replication
+    from tidelog.broker.state import Broker
+
+log = logging.getLogger("tidelog.broker.group_cluster")
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_REPLICATION_FACTOR = 3  # Kafka's offsets.topic.replication.factor default
+OFFSETS_COMMIT_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms default
+OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes default
+NO_NODE = (-1, "", -1)
+
+# Kafka's GroupMetadataManager: what a failed __consumer_offsets append tells the client.
+_APPEND_ERRORS = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+
+
+def coordinator_error(code: ErrorCode) -> ErrorCode:
+    """The group error for a failed __consumer_offsets append or wait."""
+    return _APPEND_ERRORS.get(code, code)
+
+
+def offsets_topic_configs(replication_factor: int) -> dict[str, str]:
+    return {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(OFFSETS_SEGMENT_BYTES),
+        "min.insync.replicas": "2" if replication_factor >= 3 else "1",
+    }
+
+
+class OffsetsTopicCreator:
+    """Creates `__consumer_offsets` through ZooKeeper once (one attempt in flight)."""
+
+    def __init__(self, broker: Broker, replication: Replication) -> None:
+        self.broker = broker
+        self.replication = replication
+        self._task: asyncio.Task[None] | None = None
+
+    def ensure(self) -> None:
+        view = self.replication.view
+        if view is None or OFFSETS_TOPIC in view.topics:
+            return
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._create(len(view.brokers)))
+
+    async def _create(self, live_brokers: int) -> None:
+        agent = self.replication.agent
+        if agent is None:
+            return
+        factor = max(1, min(OFFSETS_REPLICATION_FACTOR, live_brokers))
+        partitions = max(1, self.broker.config.offsets_topic_num_partitions)
+        try:
+            await asyncio.to_thread(
+                agent.create_topic, OFFSETS_TOPIC, partitions, factor,
+                offsets_topic_configs(factor),
+            )
+        except KafkaError as error:
+            if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("could not create %s: %s", OFFSETS_TOPIC, error)
+            return
+        except (KazooException, KazooTimeoutError, OSError) as error:
+            # retried at the next FindCoordinator
+            log.warning("could not create %s: %s", OFFSETS_TOPIC, error)
+            return
+        log.info("created %s: %d partitions, replication factor %d",
+                 OFFSETS_TOPIC, partitions, factor)
+
+
+def offsets_partition_count(broker: Broker, replication: Replication) -> int:
+    """The topic's real partition count once it exists, else the configured one."""
+    view = replication.view
+    if view is not None:
+        assignment = view.topics.get(OFFSETS_TOPIC)
+        if assignment is not None and assignment.partitions:
+            return len(assignment.partitions)
+    return max(1, broker.config.offsets_topic_num_partitions)
+
+
+def find_coordinator(
+    broker: Broker, replication: Replication, creator: OffsetsTopicCreator, key: str
+) -> tuple[ErrorCode, tuple[int, str, int]]:
+    """(error, (node id, host, port)) of the leader of the group's partition."""
+    view = replication.view
+    if view is None or OFFSETS_TOPIC not in view.topics:
+        creator.ensure()
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+    partition = partition_for(key, offsets_partition_count(broker, replication))
+    versioned = view.states.get(TopicPartition(OFFSETS_TOPIC, partition))
+    if versioned is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+    leader = versioned.state.leader
+    endpoint = view.brokers.get(leader)
+    if endpoint is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+    return ErrorCode.NONE, (leader, endpoint[0], endpoint[1])
