@@ -9,6 +9,7 @@ with `ControllerMovedError`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -319,10 +320,8 @@ class ZkStore:
 
     def request_topic_deletion(self, topic: str) -> None:
         """What an admin (DeleteTopics handler) writes; the controller does the deleting."""
-        try:
+        with contextlib.suppress(NodeExistsError):  # already requested: nothing more to do
             self.client.create(layout.delete_topic_path(topic), b"")
-        except NodeExistsError:
-            pass  # already requested
 
     def topics_to_delete(self, watch: Watch | None = None) -> list[str]:
         return sorted(self.client.get_children(layout.DELETE_TOPICS_PATH, watch=watch))

@@ -186,11 +186,9 @@ class ZooKeeperServer:
                 raise ZooKeeperServerError(
                     f"ZooKeeper exited with status {self._process.returncode}: {self._log_tail()}"
                 )
-            try:
+            with contextlib.suppress(OSError):  # not listening yet
                 if four_letter_word(self.config.port, "ruok", timeout_s=0.5) == "imok":
                     return
-            except OSError:
-                pass  # not listening yet
             time.sleep(_PROBE_INTERVAL_S)
         raise ZooKeeperServerError(
             f"ZooKeeper did not answer on port {self.config.port} within {timeout_s}s: "
