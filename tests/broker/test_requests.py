@@ -312,3 +312,31 @@ def test_responses_follow_request_order_behind_a_parked_fetch(broker: BrokerProc
         fetched = client.read_response(FETCH, 11, parked)
         assert fetched.responses[0].partitions[0].high_watermark == 0
         assert client.read_response(API_VERSIONS, 3, quick).error_code == KioErrorCode.none
+
+
+def test_partition_named_twice_is_produced_once_with_its_last_record_set(
+    broker: BrokerProcess,
+) -> None:
+    with RawClient(broker.bootstrap) as client:
+        create(client, "raw-twice")
+        module = request_module(PRODUCE, 9)
+        body = module.ProduceRequest(
+            transactional_id=None,
+            acks=1,
+            timeout=timedelta(seconds=5),
+            topic_data=(
+                module.TopicProduceData(
+                    name="raw-twice",
+                    partition_data=(
+                        module.PartitionProduceData(index=0, records=batch([b"first"])),
+                        module.PartitionProduceData(index=0, records=batch([b"last"])),
+                    ),
+                ),
+            ),
+        )
+        response = client.call(PRODUCE, 9, body)
+        (answer,) = response.responses[0].partition_responses
+        assert answer.error_code == KioErrorCode.none and answer.base_offset == 0
+        data = fetch(client, "raw-twice", 0)
+        values = [record.value for b in iter_batches(data.records) for record in iter_records(b)]
+        assert values == [b"last"]

@@ -52,10 +52,19 @@ async def handle_produce(
     durable_waits: list[tuple[PartitionLog, int, dict[str, Any]]] = []
     replication = broker.replication  # None on a single node
     replica_waits: list[tuple[TopicPartition, int, dict[str, Any]]] = []
+    # A partition named twice is produced once, with its last record set, as Kafka does
+    # (its handler collects record sets in a map keyed by partition).
+    last_seen = {
+        (topic.name, partition.index): partition
+        for topic in request.topics
+        for partition in topic.partitions
+    }
     topic_responses = []
     for topic in request.topics:
         partition_responses = []
         for partition in topic.partitions:
+            if last_seen.get((topic.name, partition.index)) is not partition:
+                continue
             fields: dict[str, Any] = {"index": partition.index, "base_offset": -1}
             try:
                 if request_error is not None:
