@@ -105,6 +105,28 @@ PRODUCER_CONFIG = {
 }
 
 
+def queue_batch(producer: Producer, topic: str, messages: list[dict[str, bytes]]) -> None:
+    """produce_batch every message to partition 0, waiting out a full local queue."""
+    pending = messages
+    while pending:
+        try:
+            queued = producer.produce_batch(topic, pending, partition=0)
+        except BufferError:
+            producer.poll(0.005)
+            continue
+        if queued == len(pending):
+            return
+        # A full local queue fails the tail of the batch: librdkafka marks those messages
+        # with "_error"; wait for deliveries and queue just those again.
+        failed = [message for message in pending if "_error" in message]
+        for message in failed:
+            del message["_error"]
+        if len(failed) != len(pending) - queued:
+            raise RuntimeError(f"produce_batch queued {queued} of {len(pending)}")
+        producer.poll(0.005)
+        pending = failed
+
+
 def produce_batch_mode(bootstrap: str, count: int, pool: list[bytes]) -> tuple[float, int]:
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
     producer.list_topics(TOPIC, timeout=10)  # metadata (auto-creates) before the clock
@@ -115,24 +137,7 @@ def produce_batch_mode(bootstrap: str, count: int, pool: list[bytes]) -> tuple[f
     remaining = count
     while remaining:
         part = chunk if remaining >= len(chunk) else chunk[:remaining]
-        pending = part
-        while pending:
-            try:
-                queued = producer.produce_batch(TOPIC, pending, partition=0)
-            except BufferError:
-                producer.poll(0.005)
-                continue
-            if queued == len(pending):
-                break
-            # A full local queue fails the tail of the batch: librdkafka marks those messages
-            # with "_error"; wait for deliveries and queue just those again.
-            failed = [message for message in pending if "_error" in message]
-            for message in failed:
-                del message["_error"]
-            if len(failed) != len(pending) - queued:
-                raise RuntimeError(f"produce_batch queued {queued} of {len(pending)}")
-            producer.poll(0.005)
-            pending = failed
+        queue_batch(producer, TOPIC, part)
         producer.poll(0)
         remaining -= len(part)
         sent_bytes += chunk_bytes if part is chunk else sum(len(i["value"]) for i in part)
@@ -198,12 +203,15 @@ def consume_assign(bootstrap: str, count: int) -> tuple[float, int, int]:
     return elapsed, seen, value_bytes
 
 
-def consume_group(bootstrap: str, count: int) -> tuple[float, int, int]:
-    """The workload's consumer: subscribe in a group, sync commit after every poll batch."""
+def consume_group(
+    bootstrap: str, count: int, group: str | None = None
+) -> tuple[float, int, int, int]:
+    """The workload's consumer: subscribe in a group, sync commit after every poll batch.
+    Returns (seconds, messages, value bytes, commits)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"bench-group-{time.time_ns()}",
+            "group.id": group or f"bench-group-{time.time_ns()}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "fetch.max.bytes": 64 << 20,
@@ -214,8 +222,7 @@ def consume_group(bootstrap: str, count: int) -> tuple[float, int, int]:
             "fetch.wait.max.ms": 10,
         }
     )
-    seen = 0
-    value_bytes = 0
+    seen = value_bytes = commits = 0
     start = time.perf_counter()
     consumer.subscribe([TOPIC])
     deadline = start + 300
@@ -228,11 +235,12 @@ def consume_group(bootstrap: str, count: int) -> tuple[float, int, int]:
             seen += 1
         if batch:
             committed = consumer.commit(asynchronous=False)
+            commits += 1
             if committed is None or committed[0].offset != batch[-1].offset() + 1:
                 raise RuntimeError(f"commit did not cover the batch: {committed}")
     elapsed = time.perf_counter() - start
     consumer.close()
-    return elapsed, seen, value_bytes
+    return elapsed, seen, value_bytes, commits
 
 
 def produce_latency(bootstrap: str, rate: float, seconds: float, pool: list[bytes]) -> list[float]:
@@ -328,7 +336,9 @@ def main() -> None:
                             (broker.cpu_seconds() - cpu_before) / seen * 1e6,
                         )
                     if "group" in parts and mode_name == modes[0][0]:
-                        elapsed, seen, value_bytes = consume_group(broker.address, options.messages)
+                        elapsed, seen, value_bytes, _ = consume_group(
+                            broker.address, options.messages
+                        )
                         if seen != options.messages or value_bytes != sent_bytes:
                             raise RuntimeError(f"group consumer read {seen} msgs/{value_bytes} B")
                         record("consume in a group, commit per batch msg/s", seen / elapsed)

@@ -23,7 +23,7 @@ import time
 import uuid
 from pathlib import Path
 
-from broker_bench import Server, value_pool
+from broker_bench import Server, queue_batch, value_pool
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -75,23 +75,10 @@ def produce(bootstrap: str, count: int, pool: list[bytes]) -> float:
     start = time.perf_counter()
     remaining = count
     while remaining:
-        pending = chunk if remaining >= len(chunk) else chunk[:remaining]
-        sent = len(pending)
-        while pending:
-            try:
-                queued = producer.produce_batch(TOPIC, pending, partition=0)
-            except BufferError:
-                producer.poll(0.005)
-                continue
-            if queued == len(pending):
-                break
-            failed = [message for message in pending if "_error" in message]
-            for message in failed:
-                del message["_error"]
-            producer.poll(0.005)
-            pending = failed
+        part = chunk if remaining >= len(chunk) else chunk[:remaining]
+        queue_batch(producer, TOPIC, part)
         producer.poll(0)
-        remaining -= sent
+        remaining -= len(part)
     left = producer.flush(300)
     elapsed = time.perf_counter() - start
     if left:

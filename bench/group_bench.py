@@ -21,7 +21,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
@@ -30,43 +29,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker_bench as seed  # a sibling script, not a package
 
 GOAL = 520_000
-
-
-def consume_group_counted(bootstrap: str, count: int, group: str) -> tuple[float, int, int, int]:
-    """broker_bench.consume_group with a commit counter and a chosen group id."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 64 << 20,
-            "max.partition.fetch.bytes": 16 << 20,
-            "queued.min.messages": 500_000,
-            "queued.max.messages.kbytes": 1 << 20,
-            "fetch.queue.backoff.ms": 1,
-            "fetch.wait.max.ms": 10,
-        }
-    )
-    seen = value_bytes = commits = 0
-    start = time.perf_counter()
-    consumer.subscribe([seed.TOPIC])
-    deadline = start + 300
-    while seen < count and time.perf_counter() < deadline:
-        batch = consumer.consume(num_messages=min(100_000, count - seen), timeout=1.0)
-        for message in batch:
-            if message.error():
-                raise RuntimeError(str(message.error()))
-            value_bytes += len(message.value())
-            seen += 1
-        if batch:
-            committed = consumer.commit(asynchronous=False)
-            commits += 1
-            if committed is None or committed[0].offset != batch[-1].offset() + 1:
-                raise RuntimeError(f"commit did not cover the batch: {committed}")
-    elapsed = time.perf_counter() - start
-    consumer.close()
-    return elapsed, seen, value_bytes, commits
 
 
 def final_commit(bootstrap: str, group: str) -> int:
@@ -101,7 +63,7 @@ def main() -> None:
                     if mode == "group":
                         group = f"bench-{round_index}"
                         cpu_before = server.cpu_seconds()
-                        elapsed, seen, value_bytes, commits = consume_group_counted(
+                        elapsed, seen, value_bytes, commits = seed.consume_group(
                             server.address, count, group
                         )
                         cpu = server.cpu_seconds() - cpu_before

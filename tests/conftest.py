@@ -23,6 +23,14 @@ from pathlib import Path
 
 import pytest
 
+from tidelog.cluster.zookeeper_server import (
+    DEBIAN_ZOOKEEPER_JAR,
+    ZooKeeperConfig,
+    ZooKeeperServer,
+    ZooKeeperServerError,
+    free_port,
+)
+
 READY_PREFIX = "tidelog ready on "
 START_TIMEOUT_S = 30.0
 
@@ -158,3 +166,27 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         bad = factory.stop_all()
     if bad:
         pytest.fail("broker logged a traceback:\n" + "\n".join(bad))
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper (Debian's package) for the whole session, stopped by PID at the end;
+    the cluster and replication suites give each test its own chroot."""
+    if not DEBIAN_ZOOKEEPER_JAR.is_file():
+        pytest.fail(f"{DEBIAN_ZOOKEEPER_JAR} missing: run scripts/setup (Debian zookeeper)")
+    data_dir: Path = tmp_path_factory.mktemp("zookeeper")
+    server: ZooKeeperServer | None = None
+    # A port found free can be taken before the JVM binds it; try a few.
+    for _ in range(3):
+        server = ZooKeeperServer(ZooKeeperConfig(data_dir=data_dir, port=free_port()))
+        try:
+            server.start()
+            break
+        except ZooKeeperServerError:
+            server = None
+    if server is None:
+        pytest.fail("could not start ZooKeeper")
+    try:
+        yield server
+    finally:
+        server.stop()

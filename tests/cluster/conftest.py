@@ -1,7 +1,5 @@
-"""A real ZooKeeper (Debian's package) for the cluster tests, shared by the whole session.
+"""Cluster tests use the session-wide real ZooKeeper of tests/conftest.py.
 
-- `zookeeper` (session scope): a standalone server on a free loopback port, data in a tmp dir,
-  stopped by PID at the end.
 - `zk_factory` (function scope): call it to get a started KazooClient rooted at a chroot of
   this test's own, so tests never see each other's znodes. Clients are stopped at teardown.
 """
@@ -10,44 +8,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
 from tidelog.cluster.zookeeper_server import (
-    DEBIAN_ZOOKEEPER_JAR,
-    ZooKeeperConfig,
     ZooKeeperServer,
-    ZooKeeperServerError,
-    free_port,
 )
 
 SESSION_TIMEOUT_S = 6.0
 
 ZkFactory = Callable[[], KazooClient]
-
-
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    if not DEBIAN_ZOOKEEPER_JAR.is_file():
-        pytest.fail(f"{DEBIAN_ZOOKEEPER_JAR} missing: run scripts/setup (Debian zookeeper)")
-    data_dir: Path = tmp_path_factory.mktemp("zookeeper")
-    server: ZooKeeperServer | None = None
-    # A port found free can be taken before the JVM binds it; try a few.
-    for _ in range(3):
-        server = ZooKeeperServer(ZooKeeperConfig(data_dir=data_dir, port=free_port()))
-        try:
-            server.start()
-            break
-        except ZooKeeperServerError:
-            server = None
-    if server is None:
-        pytest.fail("could not start ZooKeeper")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -9,35 +9,10 @@ from pathlib import Path
 import pytest
 
 from tidelog.cluster.zookeeper_server import (
-    DEBIAN_ZOOKEEPER_JAR,
-    ZooKeeperConfig,
     ZooKeeperServer,
-    ZooKeeperServerError,
-    free_port,
 )
 
 from .harness import Cluster
-
-
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    if not DEBIAN_ZOOKEEPER_JAR.is_file():
-        pytest.fail(f"{DEBIAN_ZOOKEEPER_JAR} missing: run scripts/setup (Debian zookeeper)")
-    data_dir: Path = tmp_path_factory.mktemp("zookeeper")
-    server: ZooKeeperServer | None = None
-    for _ in range(3):
-        server = ZooKeeperServer(ZooKeeperConfig(data_dir=data_dir, port=free_port()))
-        try:
-            server.start()
-            break
-        except ZooKeeperServerError:
-            server = None
-    if server is None:
-        pytest.fail("could not start ZooKeeper")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
