@@ -40,7 +40,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from tidelog.errors import ProtocolDecodeError
-from tidelog.protocol.guard import check_request, request_plan
+from tidelog.protocol.guard import check_request, read_uvarint, request_plan
 from tidelog.protocol.versions import SUPPORTED_VERSIONS, api_name, is_supported
 
 _HEADER_FIXED = struct.Struct(">hhih")
@@ -159,30 +159,14 @@ def decode_request(
 
 
 def _skip_tagged_fields(frame: bytes | memoryview, position: int) -> int:
-    count, position = _read_uvarint(frame, position)
+    count, position = read_uvarint(frame, position, len(frame))
     for _ in range(count):
-        _, position = _read_uvarint(frame, position)
-        size, position = _read_uvarint(frame, position)
+        _, position = read_uvarint(frame, position, len(frame))
+        size, position = read_uvarint(frame, position, len(frame))
         position += size
         if position > len(frame):
             raise ProtocolDecodeError("tagged field runs past the end of the frame")
     return position
-
-
-def _read_uvarint(frame: bytes | memoryview, position: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if position >= len(frame):
-            raise ProtocolDecodeError("varint runs past the end of the frame")
-        byte = frame[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, position
-        shift += 7
-        if shift > 28:
-            raise ProtocolDecodeError("varint longer than 5 bytes")
 
 
 def encode_response(header: RequestHeader, body: Any) -> bytes:

@@ -200,10 +200,10 @@ def _walk_entity(plan: Plan, frame: bytes | memoryview, position: int, end: int)
     tagged = plan.tagged
     if tagged is None:
         return position
-    count, position = _read_uvarint(frame, position, end)
+    count, position = read_uvarint(frame, position, end)
     for _ in range(count):
-        tag, position = _read_uvarint(frame, position, end)
-        size, position = _read_uvarint(frame, position, end)
+        tag, position = read_uvarint(frame, position, end)
+        size, position = read_uvarint(frame, position, end)
         value_end = position + size
         if value_end > end:
             raise MalformedRequestError(f"tagged field {tag} of {plan.name} overruns the frame")
@@ -228,7 +228,7 @@ def _walk(
         if kind == _FIXED:
             position += operation[1]
         elif kind == _COMPACT_BYTES:
-            length, position = _read_uvarint(frame, position, end)
+            length, position = read_uvarint(frame, position, end)
             if length == 0:
                 _null(operation[1], name)
             else:
@@ -241,7 +241,7 @@ def _walk(
             position = _walk_entity(operation[1], frame, position, end)
         elif kind in (_COMPACT_ARRAY, _LEGACY_ARRAY):
             if kind == _COMPACT_ARRAY:
-                count, position = _read_uvarint(frame, position, end)
+                count, position = read_uvarint(frame, position, end)
                 count -= 1
             else:
                 count, position = _read_fixed(_INT32, frame, position, end)
@@ -305,7 +305,8 @@ def _read_fixed(
     return int(fixed.unpack_from(frame, position)[0]), after
 
 
-def _read_uvarint(frame: bytes | memoryview, position: int, end: int) -> tuple[int, int]:
+def read_uvarint(frame: bytes | memoryview, position: int, end: int) -> tuple[int, int]:
+    """An unsigned varint (at most 5 bytes) at `position`, not reading past `end`."""
     value = 0
     shift = 0
     while True:

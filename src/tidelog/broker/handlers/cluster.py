@@ -27,6 +27,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker import clock, responses
+from tidelog.broker.handlers import metadata as metadata_handler
 from tidelog.broker.replication import REPLICATION_TOPIC_CONFIGS
 from tidelog.broker.topic_configs import validate_overrides
 from tidelog.cluster.zk_layout import NO_LEADER
@@ -84,18 +85,8 @@ async def handle_metadata(broker: Broker, context: RequestContext, request: Any)
     assert view is not None and replication.agent is not None
     version = context.header.api_version
     module = responses.response_module(METADATA, version)
-    topics = request.topics
-    if topics is None or (version == 0 and not topics):
-        names = sorted(view.topics)
-    else:
-        names = []
-        for topic in topics:
-            name = getattr(topic, "name", None)
-            if name is None and getattr(topic, "topic_id", None) is not None:
-                info = broker.topics.by_id(topic.topic_id)
-                name = info.name if info else None
-            if name is not None:
-                names.append(name)
+    requested = metadata_handler.requested_names(broker, request, version)
+    names = sorted(view.topics) if requested is None else requested
     allow_auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
     entries = []
     for name in dict.fromkeys(names):

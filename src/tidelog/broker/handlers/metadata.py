@@ -24,7 +24,7 @@ LEADER_EPOCH = 0
 log = logging.getLogger("tidelog.broker.metadata")
 
 
-def _requested_names(broker: Broker, request: Any, version: int) -> list[str] | None:
+def requested_names(broker: Broker, request: Any, version: int) -> list[str] | None:
     """Topic names asked for; None means every topic."""
     topics = request.topics
     if topics is None or (version == 0 and not topics):
@@ -75,7 +75,7 @@ def _error_entry(module: Any, name: str, code: ErrorCode) -> Any:
 async def handle_metadata(broker: Broker, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     module = responses.response_module(METADATA, version)
-    names = _requested_names(broker, request, version)
+    names = requested_names(broker, request, version)
     allow_auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
     entries = []
     if names is None:
