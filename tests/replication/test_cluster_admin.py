@@ -86,8 +86,11 @@ def test_delete_topics_and_create_partitions_go_through_zookeeper(cluster: Clust
             p.leader >= 0 and len(p.isrs) == 3 for p in partitions.values())
 
     cluster.wait_for(grown, what="3 partitions with leaders and ISR of 3")
-    for broker in cluster.brokers.values():
-        assert all((broker.data_dir / f"grow-{p}").is_dir() for p in range(3))
+    # Metadata can name the new replicas before every broker has heard of them from ZooKeeper.
+    for node_id, broker in cluster.brokers.items():
+        cluster.wait_for(lambda broker=broker: all((broker.data_dir / f"grow-{p}").is_dir()
+                                                   for p in range(3)),
+                         what=f"broker {node_id} to create grow-0..2")
     _produce(cluster, "grow", 4, partition=2)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "unused",
                          "enable.auto.commit": False})
