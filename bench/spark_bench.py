@@ -174,33 +174,40 @@ def batch_benchmark(
     create_topic(bootstrap, topic, PARTITIONS)
     rate = fill(bootstrap, topic, messages)
     print(f"filled {messages} x {VALUE_SIZE} B in {PARTITIONS} partitions at {rate:,.0f} msg/s")
-    live = (spark.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic).load())
-    synthetic = spark.read.format("synthetic_kafka").option("rows", str(messages)).load()
-    # Warm up both once: Python workers, imports, and (tidelog) each worker's cached consumer.
-    timed_read(synthetic, messages)
-    timed_read(live, messages)
-    ratios, tidelog_rates, synthetic_rates = [], [], []
-    tidelog_cpu: dict[str, list[float]] = {}
-    synthetic_cpu: dict[str, list[float]] = {}
+
+    def live(direct: bool) -> Any:
+        return (spark.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic).option("directFetch", str(direct).lower()).load())
+
+    # Interleaved in each round: the default reader (direct Fetch + native decode), the
+    # librdkafka reader (directFetch=false), and the synthetic in-memory source.
+    readers = {"tidelog": live(True), "tidelog librdkafka": live(False),
+               "synthetic": spark.read.format("synthetic_kafka")
+               .option("rows", str(messages)).load()}
+    for frame in readers.values():  # warm up workers, imports, cached connections
+        timed_read(frame, messages)
+    rates: dict[str, list[float]] = {name: [] for name in readers}
+    cpu: dict[str, dict[str, list[float]]] = {name: {} for name in readers}
+    ratios: dict[str, list[float]] = {"tidelog": [], "tidelog librdkafka": []}
     for index in range(rounds):
-        a = timed_read(live, messages, broker_pid, tidelog_cpu)
-        b = timed_read(synthetic, messages, broker_pid, synthetic_cpu)
-        tidelog_rates.append(a)
-        synthetic_rates.append(b)
-        ratios.append(a / b)
-        print(f"round {index + 1}: tidelog {a:,.0f} rows/s, synthetic {b:,.0f} rows/s, "
-              f"ratio {a / b:.0%}")
-    print(f"median: tidelog {statistics.median(tidelog_rates):,.0f} rows/s "
-          f"(min {min(tidelog_rates):,.0f} max {max(tidelog_rates):,.0f}); synthetic "
-          f"{statistics.median(synthetic_rates):,.0f} rows/s; ratio median "
-          f"{statistics.median(ratios):.0%} (min {min(ratios):.0%} max {max(ratios):.0%})")
-    if tidelog_cpu:
-        # CPU per row barely moves with other jobs' load, unlike rows/s on shared cores.
-        cpu_ratio = sum(map(statistics.median, synthetic_cpu.values())) / sum(
-            map(statistics.median, tidelog_cpu.values()))
-        print(f"CPU us/row, median: tidelog read: {cpu_summary(tidelog_cpu)}; "
-              f"synthetic read: {cpu_summary(synthetic_cpu)}; CPU ratio {cpu_ratio:.0%}")
+        for name, frame in readers.items():
+            rates[name].append(timed_read(frame, messages, broker_pid, cpu[name]))
+        synthetic = rates["synthetic"][-1]
+        for name in ratios:
+            ratios[name].append(rates[name][-1] / synthetic)
+        print(f"round {index + 1}: " + ", ".join(
+            f"{name} {values[-1]:,.0f} rows/s" for name, values in rates.items())
+            + "; ratios " + ", ".join(f"{name} {r[-1]:.0%}" for name, r in ratios.items()))
+    for name, values in rates.items():
+        line = (f"median {name}: {statistics.median(values):,.0f} rows/s "
+                f"(min {min(values):,.0f} max {max(values):,.0f})")
+        if name in ratios:
+            r = ratios[name]
+            line += (f"; ratio to synthetic median {statistics.median(r):.0%} "
+                     f"(min {min(r):.0%} max {max(r):.0%})")
+        if cpu[name]:
+            line += f"; CPU us/row: {cpu_summary(cpu[name])}"
+        print(line)
 
 
 def latency_benchmark(spark: SparkSession, bootstrap: str, rate: int, seconds: int,

@@ -85,6 +85,22 @@ class Cluster:
             found.extend((name, index) for index in topic.partitions)
         return sorted(found)
 
+    def leaders(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]:
+        """host:port of each partition's leader, for executors' direct reads (fetch_reader)."""
+        result: dict[tuple[str, int], str] = {}
+        wanted = sorted(set(partitions))
+        for name in sorted({topic for topic, _ in wanted}):
+            metadata = self._consumer.list_topics(name, timeout=METADATA_TIMEOUT_S)
+            topic = metadata.topics.get(name)
+            if topic is None or topic.error is not None:
+                continue
+            for (t, index) in wanted:
+                partition = topic.partitions.get(index) if t == name else None
+                broker = metadata.brokers.get(partition.leader) if partition else None
+                if broker is not None:
+                    result[(t, index)] = f"{broker.host}:{broker.port}"
+        return result
+
     def watermarks(
         self, partitions: Iterable[tuple[str, int]]
     ) -> dict[tuple[str, int], tuple[int, int]]:

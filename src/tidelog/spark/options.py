@@ -16,7 +16,9 @@ Supported (same names and meaning as Spark's `kafka` format):
   kafka.*                           any other librdkafka setting, passed through unprefixed
 Tidelog-only: `archive.path` (read archived offsets from Parquet, see `archive.py`),
 `commitOffsetsToGroup` (streaming: after each batch, commit its end offsets to this consumer
-group so group tools show the query's lag) and `topic` (sink default topic).
+group so group tools show the query's lag), `topic` (sink default topic) and `directFetch`
+(default true: executors read ranges over a direct Fetch connection decoded natively into Arrow;
+false, or any `kafka.security.protocol` other than plaintext, reads through librdkafka).
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ class SourceOptions:
     archive_path: str | None
     kafka_config: Mapping[str, str]
     commit_group: str | None = None
+    direct_fetch: bool = True
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -263,4 +266,5 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         archive_path=lowered.get("archive.path"),
         kafka_config=config,
         commit_group=lowered.get("commitOffsetsToGroup") or None,
+        direct_fetch=_bool(lowered, "directFetch", True),
     )

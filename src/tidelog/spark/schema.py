@@ -26,6 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Message
 
+from tidelog.records.columnar import Columns, HeaderColumns
+
 _BASE_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
     "timestamp timestamp, timestampType int"
@@ -44,6 +46,9 @@ _BASE_FIELDS = [
     pa.field("timestamp", pa.timestamp("us", tz="UTC")),
     pa.field("timestampType", pa.int32()),
 ]
+
+
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
 def spark_ddl(include_headers: bool) -> str:
@@ -98,6 +103,65 @@ def messages_to_batch(
             HEADER_TYPE,
         ))
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
+
+
+def columns_to_batch(
+    columns: Columns, topic: str, partition: int, include_headers: bool
+) -> pa.RecordBatch:
+    """Build one Arrow batch, zero-copy, from the natively decoded buffers of `RecordColumns`."""
+    rows = columns.rows
+    arrays = [
+        pa.Array.from_buffers(
+            pa.binary(), rows, _buffers(columns.key_validity, columns.key_offsets,
+                                        columns.key_data), columns.key_nulls
+        ),
+        pa.Array.from_buffers(
+            pa.binary(), rows, _buffers(columns.value_validity, columns.value_offsets,
+                                        columns.value_data), columns.value_nulls
+        ),
+        pa.repeat(pa.scalar(topic, pa.string()), rows),
+        pa.repeat(pa.scalar(partition, pa.int32()), rows),
+        pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(columns.offsets)], 0),
+        pa.Array.from_buffers(
+            _TIMESTAMP, rows, [None, pa.py_buffer(columns.timestamps_us)], 0
+        ),
+        pa.Array.from_buffers(
+            pa.int32(), rows, [None, pa.py_buffer(columns.timestamp_types)], 0
+        ),
+    ]
+    if include_headers:
+        if columns.headers is None:
+            raise ValueError("headers were not decoded (RecordColumns(include_headers=False))")
+        arrays.append(_headers_array(rows, columns.headers))
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
+
+
+def _buffers(validity: Any, offsets: Any, data: Any) -> list[pa.Buffer | None]:
+    return [
+        None if validity is None else pa.py_buffer(validity),
+        pa.py_buffer(offsets),
+        pa.py_buffer(data),
+    ]
+
+
+def _headers_array(rows: int, headers: HeaderColumns) -> pa.Array:
+    entries = headers.entries
+    keys = pa.Array.from_buffers(
+        pa.string(), entries, _buffers(None, headers.key_offsets, headers.key_data), 0
+    )
+    values = pa.Array.from_buffers(
+        pa.binary(), entries,
+        _buffers(headers.value_validity, headers.value_offsets, headers.value_data),
+        headers.value_nulls,
+    )
+    entry_type = HEADER_TYPE.value_type
+    structs = pa.StructArray.from_arrays([keys, values], fields=list(entry_type))
+    return pa.Array.from_buffers(
+        HEADER_TYPE, rows,
+        [None if headers.list_validity is None else pa.py_buffer(headers.list_validity),
+         pa.py_buffer(headers.list_offsets)],
+        headers.list_nulls, children=[structs],
+    )
 
 
 def _offsets(messages: Sequence[Any]) -> pa.Array:

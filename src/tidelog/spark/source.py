@@ -8,7 +8,9 @@ the exact schema Spark expects (`schema.py`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -31,6 +33,7 @@ from pyspark.sql.types import StructType
 
 from tidelog.spark.archive import ArchivedRange, Manifest, load_manifest, read_archived
 from tidelog.spark.client import Cluster, commit_group_offsets, consumer_config, read_range
+from tidelog.spark.fetch_reader import DirectRead, Handover, direct_fetch_possible
 from tidelog.spark.options import EARLIEST, OffsetSpec, SourceOptions, parse_source_options
 from tidelog.spark.planning import (
     OffsetRange,
@@ -44,13 +47,17 @@ from tidelog.spark.planning import (
 )
 from tidelog.spark.schema import spark_ddl
 
+log = logging.getLogger(__name__)
+
 
 class LiveRange(InputPartition):  # type: ignore[misc]
-    """One Spark task: [start_offset, end_offset) of one partition, read from the broker."""
+    """One Spark task: [start_offset, end_offset) of one partition, read from the broker;
+    `leader` is the partition's leader (host:port) when the plan was made."""
 
-    def __init__(self, offset_range: OffsetRange) -> None:
+    def __init__(self, offset_range: OffsetRange, leader: str | None = None) -> None:
         super().__init__(offset_range)
         self.offset_range = offset_range
+        self.leader = leader
 
 
 class ArchiveRange(InputPartition):  # type: ignore[misc]
@@ -97,13 +104,36 @@ def _read(partition: InputPartition, options: SourceOptions) -> Iterator[pa.Reco
         return
     if not isinstance(partition, LiveRange):
         return  # Spark reads one placeholder partition when the plan is empty
+    offset_range = partition.offset_range
+    if options.direct_fetch and direct_fetch_possible(options.kafka_config, partition.leader):
+        assert partition.leader is not None
+        reader = DirectRead(
+            partition.leader, offset_range, options.include_headers, options.poll_timeout_ms
+        )
+        try:
+            yield from reader.batches()
+            return
+        except Handover as handover:
+            log.info("%s/%d: direct read stopped at offset %d (%s); continuing through "
+                     "librdkafka", offset_range.topic, offset_range.partition,
+                     handover.next_offset, handover)
+            offset_range = replace(offset_range, start_offset=handover.next_offset)
     yield from read_range(
         options.kafka_config,
-        partition.offset_range,
+        offset_range,
         options.include_headers,
         options.fail_on_data_loss,
         options.poll_timeout_ms,
     )
+
+
+def _live_ranges(
+    cluster: Cluster, ranges: Sequence[OffsetRange], min_partitions: int | None
+) -> list[InputPartition]:
+    """One task per split range, each told its partition's leader for direct reads."""
+    leaders = cluster.leaders((r.topic, r.partition) for r in ranges) if ranges else {}
+    return [LiveRange(r, leaders.get((r.topic, r.partition)))
+            for r in split_ranges(ranges, min_partitions)]
 
 
 def _means_earliest(spec: OffsetSpec, tp: tuple[str, int]) -> bool:
@@ -120,8 +150,19 @@ def plan_batch(options: SourceOptions) -> list[InputPartition]:
         watermarks = cluster.watermarks(partitions)
         starts = resolve_spec(cluster, options, options.starting, watermarks)
         ends = resolve_spec(cluster, options, options.ending, watermarks)
+        return _plan_ranges(cluster, options, manifest, watermarks, starts, ends)
     finally:
         cluster.close()
+
+
+def _plan_ranges(
+    cluster: Cluster,
+    options: SourceOptions,
+    manifest: Manifest,
+    watermarks: dict[tuple[str, int], tuple[int, int]],
+    starts: PartitionOffsets,
+    ends: PartitionOffsets,
+) -> list[InputPartition]:
     for tp in starts:
         archived_start = manifest.archived_start(*tp)
         if archived_start is not None and _means_earliest(options.starting, tp):
@@ -148,7 +189,7 @@ def plan_batch(options: SourceOptions) -> list[InputPartition]:
     )
     live = [OffsetRange(r.topic, r.partition, checked[(r.topic, r.partition)], r.end_offset)
             for r in live]
-    planned.extend(LiveRange(r) for r in split_ranges(live, options.min_partitions))
+    planned.extend(_live_ranges(cluster, live, options.min_partitions))
     return planned
 
 
@@ -233,7 +274,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             wanted, {tp: watermarks[tp][0] for tp in wanted}, self.options.fail_on_data_loss
         )
         ranges = [OffsetRange(t, p, checked[(t, p)], stop[(t, p)]) for (t, p) in sorted(checked)]
-        return [LiveRange(r) for r in split_ranges(ranges, self.options.min_partitions)]
+        return _live_ranges(self._client(), ranges, self.options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition, self.options)
