@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -19,6 +20,18 @@ from tidelog.spark.fetch_reader import DirectRead, Handover
 from tidelog.spark.options import parse_source_options
 from tidelog.spark.planning import DataLossError, OffsetRange
 from tidelog.spark.source import LiveRange, _read
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_cached_clients() -> Iterator[None]:
+    """This process plays a Spark worker: close its cached clients before the broker stops."""
+    yield
+    from tidelog.spark import client, fetch_reader
+
+    while client._CONSUMERS:
+        client._CONSUMERS.popitem()[1].close()
+    while fetch_reader._CONNECTIONS:
+        fetch_reader._CONNECTIONS.popitem()[1].close()
 
 
 def test_the_native_decoder_is_built() -> None:

@@ -46,9 +46,9 @@ log = logging.getLogger(__name__)
 CLIENT_ID = "tidelog-spark"
 ARROW_BATCH_ROWS = 10_000
 FETCH_MAX_WAIT_MS = 500
-# 4 MiB per response: big enough to amortise a round trip over ~15,000 records of 250 bytes,
-# small enough that two in flight stay in the CPU's last-level cache budget's neighbourhood.
-DEFAULT_FETCH_BYTES = 4 * 1024 * 1024
+# Bytes per response when `kafka.max.partition.fetch.bytes` is not set. Measured over 500,000
+# records of 250 B: 1 MiB 854 ns/row (one producer batch per round trip), 4 MiB 316, 16 MiB 291.
+DEFAULT_FETCH_BYTES = 16 * 1024 * 1024
 # A response may exceed max_bytes by one batch (Kafka sends the first batch whole).
 FRAME_SLACK_BYTES = 64 * 1024 * 1024
 

@@ -33,7 +33,12 @@ from pyspark.sql.types import StructType
 
 from tidelog.spark.archive import ArchivedRange, Manifest, load_manifest, read_archived
 from tidelog.spark.client import Cluster, commit_group_offsets, consumer_config, read_range
-from tidelog.spark.fetch_reader import DirectRead, Handover, direct_fetch_possible
+from tidelog.spark.fetch_reader import (
+    DEFAULT_FETCH_BYTES,
+    DirectRead,
+    Handover,
+    direct_fetch_possible,
+)
 from tidelog.spark.options import EARLIEST, OffsetSpec, SourceOptions, parse_source_options
 from tidelog.spark.planning import (
     OffsetRange,
@@ -108,7 +113,9 @@ def _read(partition: InputPartition, options: SourceOptions) -> Iterator[pa.Reco
     if options.direct_fetch and direct_fetch_possible(options.kafka_config, partition.leader):
         assert partition.leader is not None
         reader = DirectRead(
-            partition.leader, offset_range, options.include_headers, options.poll_timeout_ms
+            partition.leader, offset_range, options.include_headers, options.poll_timeout_ms,
+            max_bytes=int(options.kafka_config.get("max.partition.fetch.bytes",
+                                                   DEFAULT_FETCH_BYTES)),
         )
         try:
             yield from reader.batches()
