@@ -11,7 +11,8 @@ internal topic `__tidelog_spark_sink` (one partition) record progress:
       after every one of its records was acknowledged (flush returned, no delivery error)
   key "<query id>/<batch id>"                      value {"tasks": n, "rows": n}: written by
       the driver in commit()
-A task that finds its own marker, or the batch marker, publishes nothing. The task reads the
+A task that finds its own marker, or the batch marker, publishes nothing (`markers.py` reads
+them incrementally). The task reads the
 query and batch id from Spark's local properties `sql.streaming.queryId` and
 `streaming.sql.batchId`, which Spark sets for every micro-batch.
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
@@ -33,7 +34,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from tidelog.spark.client import METADATA_TIMEOUT_S, consumer_config
+from tidelog.spark.client import METADATA_TIMEOUT_S
+from tidelog.spark.markers import forget_index, marker_index
 from tidelog.spark.options import SourceOptionError, kafka_config
 
 MARKER_TOPIC = "__tidelog_spark_sink"
@@ -179,38 +181,6 @@ def ensure_marker_topic(options: SinkOptions) -> None:
                 raise
 
 
-def read_markers(options: SinkOptions, prefix: str) -> set[str]:
-    """Keys of marker records starting with `prefix` (scans the marker topic)."""
-    consumer = Consumer(consumer_config(options.kafka_config))
-    try:
-        partition = TopicPartition(options.marker_topic, 0)
-        low, high = consumer.get_watermark_offsets(partition, timeout=METADATA_TIMEOUT_S,
-                                                   cached=False)
-        found: set[str] = set()
-        if high <= low:
-            return found
-        consumer.assign([TopicPartition(options.marker_topic, 0, low)])
-        next_offset = low
-        while next_offset < high:
-            messages = consumer.consume(num_messages=min(10_000, high - next_offset),
-                                        timeout=METADATA_TIMEOUT_S)
-            if not messages:
-                raise SinkDeliveryError(f"marker topic unreadable at offset {next_offset}")
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.retriable():
-                        continue
-                    raise KafkaException(error)
-                next_offset = int(message.offset() or 0) + 1
-                key = (message.key() or b"").decode("utf-8", "replace")
-                if key.startswith(prefix):
-                    found.add(key)
-        return found
-    finally:
-        consumer.close()
-
-
 def write_marker(
     producer: Producer, options: SinkOptions, key: str, document: Mapping[str, Any]
 ) -> None:
@@ -250,8 +220,14 @@ class TidelogStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         task = context.partitionId()
         batch_key = f"{query_id}/{batch_id}"
         task_key = f"{batch_key}/{task}"
-        existing = read_markers(self.options, batch_key)
-        if batch_key in existing or task_key in existing:
+        try:
+            done = marker_index(self.options.kafka_config, self.options.marker_topic).contains(
+                batch_key, task_key
+            )
+        except Exception:
+            forget_index(self.options.kafka_config, self.options.marker_topic)
+            raise
+        if done:
             return SinkCommit(query_id, batch_id, task, 0, True)
         rows = produce_batches(self.options, iterator, marker=(task_key, {}))
         return SinkCommit(query_id, batch_id, task, rows, False)
