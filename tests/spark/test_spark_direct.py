@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 from tidelog.records.columnar import NATIVE
 from tidelog.spark.client import Cluster, read_range
-from tidelog.spark.fetch_reader import DirectRead, Handover
+from tidelog.spark.fetch_reader import DirectRead, Handover, direct_fetch_possible
 from tidelog.spark.options import parse_source_options
 from tidelog.spark.planning import DataLossError, OffsetRange
 from tidelog.spark.source import LiveRange, _read
@@ -36,6 +36,15 @@ def _close_cached_clients() -> Iterator[None]:
 
 def test_the_native_decoder_is_built() -> None:
     assert NATIVE, "tidelog.records._columnar did not build: direct reads fall back to librdkafka"
+
+
+def test_direct_reads_only_where_they_match_librdkafka() -> None:
+    leader = "127.0.0.1:9092"
+    assert direct_fetch_possible({}, leader)
+    assert direct_fetch_possible({"security.protocol": "PLAINTEXT"}, leader)
+    assert not direct_fetch_possible({}, None)
+    assert not direct_fetch_possible({"security.protocol": "SSL"}, leader)
+    assert not direct_fetch_possible({"isolation.level": "read_committed"}, leader)
 
 
 def _dead_address() -> str:

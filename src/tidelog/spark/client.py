@@ -36,6 +36,9 @@ def consumer_config(kafka_config: Mapping[str, str]) -> dict[str, Any]:
     """Client settings for a consumer that only assigns: no group, no commits."""
     config: dict[str, Any] = dict(kafka_config)
     config.setdefault("group.id", "tidelog-spark")
+    # Spark's Kafka source reads uncommitted records unless told otherwise (librdkafka's own
+    # default is read_committed).
+    config.setdefault("isolation.level", "read_uncommitted")
     config.update(
         {
             "enable.auto.commit": False,

@@ -62,9 +62,13 @@ class Handover(Exception):  # a signal to switch readers, not a failure
 
 
 def direct_fetch_possible(kafka_config: Mapping[str, str], leader: str | None) -> bool:
-    """Direct reads need the native decoder, a known leader and a plaintext connection."""
+    """Direct reads need the native decoder, a known leader and a plaintext connection, and
+    read uncommitted records (Spark's default); read_committed goes through librdkafka, which
+    filters aborted transactions."""
     protocol = str(kafka_config.get("security.protocol", "plaintext")).strip().lower()
-    return NATIVE and leader is not None and protocol == "plaintext"
+    isolation = str(kafka_config.get("isolation.level", "read_uncommitted")).strip().lower()
+    return (NATIVE and leader is not None and protocol == "plaintext"
+            and isolation == "read_uncommitted")
 
 
 class Connection:
