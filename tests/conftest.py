@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tidelog.cluster.zookeeper_server import (
     DEBIAN_ZOOKEEPER_JAR,
@@ -30,6 +31,17 @@ from tidelog.cluster.zookeeper_server import (
     ZooKeeperServerError,
     free_port,
 )
+
+# Timings are never asserted, Hypothesis' per-example deadline (200 ms) included: on a loaded
+# 2-core machine one example can take longer. Inherits the active profile (under CI, the "ci"
+# profile Hypothesis loads by itself: derandomized, no database).
+settings.register_profile(
+    "tidelog",
+    parent=settings.default,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("tidelog")
 
 READY_PREFIX = "tidelog ready on "
 START_TIMEOUT_S = 30.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -45,6 +46,12 @@ def test_produce_and_consume_with_kcat(broker: BrokerProcess, compression: str, 
         stdin=payload,
     )  # fmt: skip
     records = _read_json(broker.bootstrap, topic)
+    # acks=0: kcat exits once the batches are written to its socket, possibly before the
+    # broker has appended them all.
+    deadline = time.monotonic() + 30
+    while len(records) < len(lines) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        records = _read_json(broker.bootstrap, topic)
     assert [(r["key"], r["payload"]) for r in records] == lines
     assert [r["offset"] for r in records] == list(range(len(lines)))
     assert all(r["headers"] == ["origin", "kcat", "codec", compression] for r in records)

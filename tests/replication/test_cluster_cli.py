@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -18,7 +19,14 @@ def test_cluster_up_serves_three_brokers_and_down_stops_them(tmp_path: Path) -> 
     try:
         assert up.returncode == 0, up.stderr
         bootstrap = up.stdout.strip().splitlines()[-1].split("=", 1)[1]
-        metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        # The broker that answers learns of the last one to register from a ZooKeeper watch,
+        # which can trail that broker's ready line.
+        deadline = time.monotonic() + 30
+        metadata = admin.list_topics(timeout=10)
+        while sorted(metadata.brokers) != [1, 2, 3] and time.monotonic() < deadline:
+            time.sleep(0.2)
+            metadata = admin.list_topics(timeout=10)
         assert sorted(metadata.brokers) == [1, 2, 3]
         assert metadata.controller_id in (1, 2, 3)
     finally:

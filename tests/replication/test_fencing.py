@@ -46,13 +46,20 @@ def _stable(cluster: Cluster) -> bool:
 def test_fetch_and_list_offsets_honour_the_leader_epoch(cluster: Cluster) -> None:
     cluster.create_topic(TOPIC)
     cluster.wait_for(lambda: _stable(cluster), what="ISR of 3")
-    first_leader, _ = metadata_leader_epoch(cluster.bootstrap().split(",")[0], TOPIC)
+    first_address = cluster.bootstrap().split(",")[0]
+    cluster.wait_for(lambda: metadata_leader_epoch(first_address, TOPIC)[0] >= 0,
+                     what=f"broker at {first_address} to see the topic's leader")
+    first_leader, _ = metadata_leader_epoch(first_address, TOPIC)
     assert produce(cluster.brokers[first_leader].address, TOPIC, [b"a", b"b"], acks=-1) == (
         NONE, 0)
     cluster.kill(first_leader)  # the controller elects a new leader with leader_epoch + 1
     cluster.wait_for(lambda: cluster.partition_state(TOPIC)[0] not in (-1, first_leader),
                      what="a new leader")
     any_live = cluster.bootstrap().split(",")[0]
+    # Each broker learns the election from its own ZooKeeper watch: this one may lag the one
+    # that answered above.
+    cluster.wait_for(lambda: metadata_leader_epoch(any_live, TOPIC)[0] not in (-1, first_leader),
+                     what=f"broker at {any_live} to see the new leader")
     leader, epoch = metadata_leader_epoch(any_live, TOPIC)
     assert epoch >= 1
     address = cluster.brokers[leader].address

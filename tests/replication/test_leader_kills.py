@@ -52,6 +52,15 @@ def _stable(cluster: Cluster) -> bool:
     return True
 
 
+def _caught_up(cluster: Cluster) -> bool:
+    """Every replica of every topic holds the same records at the same offsets."""
+    for topic in TOPICS:
+        first, *others = (replica_log(b.data_dir, topic) for b in cluster.brokers.values())
+        if any(log != first for log in others):
+            return False
+    return True
+
+
 def _confluent(cluster: Cluster, acks_all: bool) -> Producer:
     config: dict[str, object] = {
         "bootstrap.servers": cluster.bootstrap(),
@@ -161,7 +170,10 @@ def test_leader_kills_lose_and_duplicate_nothing(cluster: Cluster) -> None:
     for name in (CONFLUENT, KAFKA_PYTHON):
         assert not histories[name].failures, histories[name].failures[:5]
     cluster.wait_for(lambda: _stable(cluster), what="a final ISR of 3")
-    time.sleep(1.5)  # followers fetch the last batches
+    # Writes stopped: wait until every follower has fetched the leader's last batches (an acks=1
+    # tail can still be in flight after the ISR is whole). Segment appends are plain writes, so
+    # the files show what each running broker has appended.
+    cluster.wait_for(lambda: _caught_up(cluster), timeout_s=60, what="every replica caught up")
     for node_id in cluster.brokers:
         cluster.kill(node_id, signal.SIGTERM)
     verdicts: dict[str, Verdict] = {}

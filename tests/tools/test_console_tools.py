@@ -74,7 +74,7 @@ def test_produce_file_acks_all_compressed_then_consume_from_offset(
         "--offset",
         "195",
         "--timeout-ms",
-        "1500",
+        "5000",  # idle time counted from the assignment: the first fetch must fit in it
         "--print-key",
         "--key-separator",
         "|",
@@ -302,7 +302,7 @@ def test_consume_in_a_group_commits_and_resumes(tool_broker: ToolBroker) -> None
         "cli-g",
         "--from-beginning",
         "--timeout-ms",
-        "3000",
+        "5000",  # idle time counted from the assignment: the first fetch must fit in it
     )
     assert rest.returncode == 0, rest.stderr
     assert rest.text.splitlines() == [f"g{i}" for i in range(6, 10)]
