@@ -89,8 +89,9 @@ def batch(values: list[bytes], **options: Any) -> bytes:
 def test_produce_then_fetch_returns_the_same_records(broker: BrokerProcess) -> None:
     with RawClient(broker.bootstrap) as client:
         create(client, "raw-a")
-        first = produce(client, "raw-a", [batch([b"a", b"b"]), batch([b"c"])])
+        first = produce(client, "raw-a", [batch([b"a", b"b"])])
         assert first.error_code == KioErrorCode.none and first.base_offset == 0
+        assert produce(client, "raw-a", [batch([b"c"])]).base_offset == 2
         second = produce(client, "raw-a", [batch([b"d"])])
         assert second.base_offset == 3
         data = fetch(client, "raw-a", 0)
@@ -107,8 +108,11 @@ def test_corrupt_batch_is_rejected_and_nothing_is_written(broker: BrokerProcess)
         good = batch([b"good"])
         bad = bytearray(batch([b"bad"]))
         bad[-1] ^= 0xFF  # breaks the CRC
-        result = produce(client, "raw-corrupt", [good, bytes(bad)])
+        result = produce(client, "raw-corrupt", [bytes(bad)])
         assert result.error_code == KioErrorCode.corrupt_message
+        # v3+ allows exactly one batch per partition, as Kafka's validateRecords does.
+        two = produce(client, "raw-corrupt", [good, good])
+        assert two.error_code == KioErrorCode.invalid_record
         truncated = produce(client, "raw-corrupt", [good[:-3]])
         assert truncated.error_code == KioErrorCode.corrupt_message
         assert fetch(client, "raw-corrupt", 0).high_watermark == 0

@@ -77,9 +77,15 @@ async def handle_produce(
                         TopicPartition(topic.name, partition.index), request.acks
                     )
                 partition_log = broker.partition_log(topic.name, partition.index)
-                result = partition_log.append(
-                    split_batches(partition.records), now_ms=now_ms, leader_epoch=leader_epoch
-                )
+                batches = split_batches(partition.records)
+                if len(batches) != 1:
+                    # Kafka's ProduceRequest.validateRecords, for every version served (3+).
+                    raise KafkaError(
+                        ErrorCode.INVALID_RECORD,
+                        "Produce requests with version 3 and above must carry exactly one "
+                        "record batch per partition",
+                    )
+                result = partition_log.append(batches, now_ms=now_ms, leader_epoch=leader_epoch)
             except KafkaError as error:
                 log.debug("produce %s-%d: %s", topic.name, partition.index, error)
                 if broker.metrics is not None:
