@@ -106,3 +106,16 @@ def test_clients_read_compacted_topic_with_gaps(broker_factory: BrokerFactory) -
         got = read_confluent(broker.bootstrap)
     assert got == expected
     assert read_kafka_python(broker.bootstrap) == expected
+    assert read_spark_direct(broker.bootstrap) == expected
+
+
+def read_spark_direct(bootstrap: str) -> list[Entry]:
+    """The Spark source's direct reader (Fetch + native decode), over the whole range."""
+    from tidelog.spark.fetch_reader import DirectRead
+    from tidelog.spark.planning import OffsetRange
+
+    got: list[Entry] = []
+    for batch in DirectRead(bootstrap, OffsetRange(TOPIC, 0, 0, RECORDS), False, 20_000).batches():
+        rows = batch.to_pydict()
+        got.extend(zip(rows["offset"], rows["key"], rows["value"], strict=True))
+    return got
