@@ -1,8 +1,12 @@
 """Streaming job: per-minute page counts under a 2-minute watermark, written exactly once to
-the Tidelog topic `page-counts` and to Parquet.
+the Tidelog topic `page-counts` and to Parquet (minutes in UTC).
 
 usage: .venv/bin/python examples/page_counts_stream.py [--bootstrap 127.0.0.1:9092]
-       [--topic clicks] [--out /tmp/tidelog-example] [--available-now]
+       [--topic clicks] [--output-topic page-counts] [--out /tmp/tidelog-example]
+       [--available-now]
+
+Each output record is keyed by page with a JSON value {"minute", "page", "count"}; the Parquet
+files under OUT/page-counts hold the same rows. Checkpoints are under OUT/checkpoint-*.
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
     parser.add_argument("--topic", default="clicks")
+    parser.add_argument("--output-topic", default="page-counts")
     parser.add_argument("--out", default="/tmp/tidelog-example")
     parser.add_argument("--available-now", action="store_true",
                         help="process what is there, then stop (Trigger.AvailableNow)")
     args = parser.parse_args()
     spark = (SparkSession.builder.master("local[2]").appName("page-counts")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
     tidelog.spark.register(spark)
@@ -55,7 +61,7 @@ def main() -> None:
         counts.select(col("page").alias("key"),
                       to_json(struct("minute", "page", "count")).alias("value"))
         .writeStream.format("tidelog").outputMode("append")
-        .option("kafka.bootstrap.servers", args.bootstrap).option("topic", "page-counts")
+        .option("kafka.bootstrap.servers", args.bootstrap).option("topic", args.output_topic)
         .option("checkpointLocation", os.path.join(args.out, "checkpoint-topic"))
     ).start()
     to_parquet = trigger(
@@ -63,8 +69,13 @@ def main() -> None:
         .option("path", os.path.join(args.out, "page-counts"))
         .option("checkpointLocation", os.path.join(args.out, "checkpoint-parquet"))
     ).start()
-    to_topic.awaitTermination()
-    to_parquet.awaitTermination()
+    if args.available_now:
+        to_topic.awaitTermination()
+        to_parquet.awaitTermination()
+    else:
+        # Returns (raising its error) when either query stops, rather than waiting on the
+        # first one while the second has failed.
+        spark.streams.awaitAnyTermination()
 
 
 if __name__ == "__main__":
