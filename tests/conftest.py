@@ -95,7 +95,9 @@ class BrokerFactory:
         *,
         settings: Mapping[str, str] | None = None,
         extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> BrokerProcess:
+        """`env`: extra environment variables for the broker process (e.g. LD_PRELOAD)."""
         index = len(self.started)
         if data_dir is None:
             data_dir = self._tmp_dir / f"data-{index}"
@@ -115,7 +117,11 @@ class BrokerFactory:
         args += list(extra_args)
         with log_path.open("ab") as log_file:
             process = subprocess.Popen(
-                args, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL
+                args,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **env} if env else None,
             )
         broker = BrokerProcess("127.0.0.1", 0, data_dir, process, log_path, args)
         self.started.append(broker)

@@ -5,6 +5,7 @@ Callers (the event loop) enqueue `(log, offset, callback)` and return at once. T
 everything queued, fsyncs each log once (so N appends waiting on one log cost one fsync),
 advances the log's recovery point, then fires the callbacks on this thread with `None`, or
 with the error that stopped the fsync. The recovery point only moves after the fsync returns.
+A failed fsync takes the log offline for appends until a restart (`PartitionLog.fsync_error`).
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ class GroupCommit:
             log.flush_end(ticket)
             self.fsync_count += 1
         except OSError as exc:
+            if log.fsync_error is None:
+                log.fsync_error = exc  # the log goes offline for appends (PartitionLog)
             error = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"fsync failed: {exc}")
         for offset, callback in waiters:
             self.requests_served += 1

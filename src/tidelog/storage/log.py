@@ -53,6 +53,10 @@ class PartitionLog:
         self.flush_requester = flush_requester
         self._lock = threading.Lock()
         self._generation = 0  # bumped by truncation: an in-flight fsync must not advance
+        # After a failed fsync Linux may have dropped the dirty pages and a later fsync succeeds
+        # anyway, so the log takes no more appends or fsyncs until a restart recovers it from
+        # the recovery point (Kafka takes the log dir offline). Reads keep working.
+        self.fsync_error: OSError | None = None
         self._retired: list[int] = []
         directory.mkdir(parents=True, exist_ok=True)
         loaded = load_segments(directory, config, clean=clean, recovery_point=recovery_point)
@@ -98,6 +102,7 @@ class PartitionLog:
         self, batches: Sequence[RecordBatch], *, now_ms: int, leader_epoch: int = 0
     ) -> AppendResult:
         """Leader append of one produce request's batches for this partition, all or nothing."""
+        self._check_fsync_error()
         total_size = self._validate(batches)
         if self.config.compacts:
             _require_keys(batches, self.config.max_message_bytes)
@@ -122,6 +127,7 @@ class PartitionLog:
 
     def append_raw(self, batches: Sequence[RecordBatch], *, now_ms: int = 0) -> None:
         """Follower append: batches keep their offsets and must start at log_end_offset."""
+        self._check_fsync_error()
         total_size = self._validate(batches)
         expected = self.log_end_offset
         for batch in batches:
@@ -134,6 +140,12 @@ class PartitionLog:
         segment = self._maybe_roll(total_size, len(batches), record_count, now_ms)
         segment.append(batches, total_size)
         self._after_append(batches, now_ms)
+
+    def _check_fsync_error(self) -> None:
+        if self.fsync_error is not None:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"log offline after fsync failed: {self.fsync_error}"
+            )
 
     def _validate(self, batches: Sequence[RecordBatch]) -> int:
         if not batches:
@@ -379,6 +391,8 @@ class PartitionLog:
     def flush_begin(self) -> FlushTicket:
         """Fsync thread: what to sync for everything appended so far (fds are dup'd)."""
         with self._lock:
+            if self.fsync_error is not None:
+                raise OSError(f"log offline after fsync failed: {self.fsync_error}")
             pending = [s for s in self._segments if s.state is not SegmentState.FLUSHED]
             return FlushTicket(
                 self._generation,
@@ -409,7 +423,7 @@ class PartitionLog:
 
     def close(self, *, flush: bool = True) -> None:
         """Flush, snapshot producer state, trim indexes, close files."""
-        if flush:
+        if flush and self.fsync_error is None:
             self.flush()
             self._write_producer_snapshot()
         with self._lock:

@@ -212,5 +212,6 @@ class LogManager:
         for log in self._logs.values():
             log.close(flush=True)
         self.write_checkpoints()
-        if clean:
+        # A log whose fsync failed is recovered at the next start, never trusted as clean.
+        if clean and all(log.fsync_error is None for log in self._logs.values()):
             write_durably(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")
