@@ -1,0 +1,1 @@
+"""Differential tests: the same raw Kafka-protocol sessions sent to Apache Kafka and Tidelog."""

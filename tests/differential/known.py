@@ -1,0 +1,719 @@
+"""Every difference between Apache Kafka and Tidelog the differential test expects.
+
+One entry per (exchange, field path, Kafka value, Tidelog value), exactly as the harness
+renders them; ``exchange`` and ``path`` may hold ``*`` wildcards (fnmatch) when one cause shows
+in many places (each such entry must still match at least one difference).
+
+The test asserts that the differences found are exactly these: a new one fails (a regression
+or a new script to classify), and so does one that stopped happening (it was fixed: delete its
+entry here and regenerate docs/compatibility.md with python -m tests.differential.docs).
+
+verdict "fix": Tidelog is wrong and should answer as Kafka does.
+verdict "legit": a deliberate or harmless difference; the reason says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+
+@dataclass(frozen=True)
+class Known:
+    exchange: str
+    path: str
+    kafka: str
+    tidelog: str
+    verdict: str  # "fix" or "legit"
+    reason: str
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.exchange, self.path, self.kafka, self.tidelog)
+
+
+    def matches(self, key: tuple[str, str, str, str]) -> bool:
+        return all(_match(value, pattern) for value, pattern in zip(key, self.key, strict=True))
+
+
+def _match(value: str, pattern: str) -> bool:
+    """fnmatch when the pattern has a wildcard (values like "[]" are literal otherwise)."""
+    if "*" in pattern or "?" in pattern:
+        return fnmatchcase(value, pattern)
+    return value == pattern
+
+
+def lookup(key: tuple[str, str, str, str]) -> Known | None:
+    """The documented entry a difference is, if any."""
+    exact = KNOWN.get(key)
+    if exact is not None:
+        return exact
+    for entry in _PATTERNS:
+        if entry.matches(key):
+            return entry
+    return None
+
+
+def _cause(verdict: str, reason: str, *places: tuple[str, str, str, str]) -> list[Known]:
+    """One cause of difference and every (exchange, path, kafka, tidelog) it shows in."""
+    return [Known(e, p, k, t, verdict, reason) for e, p, k, t in places]
+
+
+FIX, LEGIT = "fix", "legit"
+ANY = "*"
+_FEATURES = "api_versions.v?"  # v3 and v4: v0-2 have no feature fields
+# Topic configs Kafka 4.3 lists that Tidelog does not know (CreateTopics v5+ and
+# DescribeConfigs of every config): (name, verdict, reason).
+_KAFKA_ONLY_TOPIC_CONFIGS = [
+    ("compression.type", FIX, "Kafka's per-topic compression (`producer` keeps the batch as "
+     "sent; a codec makes the broker recompress); Tidelog always keeps the producer's batch, "
+     "which equals Kafka's default. Accept and list it (at least `producer`)"),
+    ("compression.gzip.level", LEGIT, "levels only matter when the broker recompresses "
+     "(compression.type other than `producer`), which Tidelog never does"),
+    ("compression.lz4.level", LEGIT, "as compression.gzip.level"),
+    ("compression.zstd.level", LEGIT, "as compression.gzip.level"),
+    ("min.insync.replicas", FIX, "common in client and IaC topic specs; a standalone broker "
+     "has one replica, but clustered Tidelog has ISRs: accept it (Kafka checks it only at "
+     "acks=all produce time, NOT_ENOUGH_REPLICAS)"),
+    ("unclean.leader.election.enable", LEGIT, "Tidelog never elects an out-of-sync leader "
+     "(docs/cluster.md); the setting has nothing to switch"),
+    ("message.timestamp.before.max.ms", FIX, "KIP-937 timestamp bounds: Produce with a record "
+     "timestamp outside them fails with INVALID_TIMESTAMP(32); Tidelog accepts any timestamp"),
+    ("message.timestamp.after.max.ms", FIX, "as message.timestamp.before.max.ms"),
+    ("max.compaction.lag.ms", FIX, "KIP-354: the compactor's upper bound on how long a record "
+     "stays uncompacted; Tidelog has min.compaction.lag.ms but not the max"),
+    ("segment.jitter.ms", LEGIT, "randomises segment rolls across many partitions; Tidelog "
+     "rolls at segment.ms exactly"),
+    ("file.delete.delay.ms", LEGIT, "Tidelog deletes segment files at once (no async delete)"),
+    ("preallocate", LEGIT, "Tidelog does not preallocate segment files"),
+    ("leader.replication.throttled.replicas", LEGIT, "replication quotas are not implemented"),
+    ("follower.replication.throttled.replicas", LEGIT, "replication quotas are not implemented"),
+    ("remote.storage.enable", LEGIT, "tiered storage (KIP-405) is not implemented"),
+    ("remote.log.copy.disable", LEGIT, "tiered storage (KIP-405) is not implemented"),
+    ("remote.log.delete.on.disable", LEGIT, "tiered storage (KIP-405) is not implemented"),
+    ("local.retention.ms", LEGIT, "tiered storage (KIP-405) is not implemented"),
+    ("local.retention.bytes", LEGIT, "tiered storage (KIP-405) is not implemented"),
+]
+_ALL_CONFIG_EXCHANGES = [
+    ("create_topics.v7-ok", "topics/c-ok/configs"),
+    ("configs.describe-v4-topic-all-names", "results/cfg/configs"),
+]
+
+_ENTRIES: list[Known] = [
+    # ------------------------------------------------------------------ across APIs
+    *_cause(
+        LEGIT,
+        "Tidelog fills `error_message` (KIP-467 and alike) with a diagnosis where Kafka sends "
+        "null; clients show it but decide on the error code only",
+        (ANY, "*error_message", "None", "<message>"),
+    ),
+    *_cause(
+        LEGIT,
+        "Kafka sends a text where Tidelog sends null; the error codes are compared on their "
+        "own (listed separately when they differ)",
+        (ANY, "*error_message", "<message>", "None"),
+    ),
+    *_cause(
+        FIX,
+        "Without an authorizer Kafka answers include_*_authorized_operations with the "
+        "all-allowed bit sets (topic 3576, cluster 8096, group 3400); Tidelog sends "
+        "INT32_MIN (\"not provided\"), which AdminClient reports as null. Answer the "
+        "all-allowed sets when asked (Kafka: AuthHelper.authorizedOperations)",
+        ("metadata.v8-authorized-operations", "topics/m1/topic_authorized_operations", "3576",
+         "-2147483648"),
+        ("metadata.v8-authorized-operations", "cluster_authorized_operations", "8096",
+         "-2147483648"),
+        ("describe_cluster.v1-brokers", "cluster_authorized_operations", "8096", "-2147483648"),
+        ("groups_admin.describe-v5-simple-group", "groups/g-listed/authorized_operations",
+         "3400", "-2147483648"),
+    ),
+    # ------------------------------------------------------------------ ApiVersions
+    *_cause(
+        LEGIT,
+        "Kafka 4 still advertises Produce v0-2 (kept for old librdkafka, KAFKA-18659) though "
+        "it no longer accepts those versions' message formats; Tidelog serves Produce from v3 "
+        "(magic v2 only). Clients use the highest common version",
+        ("api_versions.v?", "api_keys/0/min_version", "0", "3"),
+    ),
+    *_cause(
+        LEGIT,
+        "KRaft feature levels (KIP-584: metadata.version, group.version, transaction.version, "
+        "...): Tidelog has none and sends empty lists and epoch -1, which clients read as "
+        "\"every feature at level 0\", i.e. the protocol paths Tidelog serves",
+        (_FEATURES, "supported_features*", ANY, ANY),
+        (_FEATURES, "finalized_features*", ANY, ANY),
+    ),
+    *_cause(
+        FIX,
+        "A client_software_name/version outside [a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])? "
+        "is INVALID_REQUEST(42) with an empty api_keys list in Kafka "
+        "(ApiVersionsRequest.isValid, checked in KafkaApis.handleApiVersionsRequest); "
+        "Tidelog answers NONE with its full list",
+        ("api_versions.v3-bad-software-name", "error_code", "INVALID_REQUEST(42)", "NONE(0)"),
+        ("api_versions.v3-bad-software-name", "api_keys/<length>", "0", "26"),
+        ("api_versions.v3-bad-software-name", "api_keys/*", "<absent>", "{'api_key': *"),
+    ),
+    *_cause(
+        FIX,
+        "ApiVersions of an unsupported version: Kafka answers UNSUPPORTED_VERSION listing "
+        "only ApiVersions' own range (ApiVersionsRequest.getErrorResponse, KIP-511), which "
+        "is all a client needs to retry; Tidelog lists every API (harmless, but larger and "
+        "not what Kafka sends)",
+        ("api_versions.v127-unsupported", "api_keys/*", ANY, "{'api_key': *"),
+    ),
+    # ------------------------------------------------------------------ Metadata
+    *_cause(
+        FIX,
+        "A topic name that is not a legal name is INVALID_TOPIC_EXCEPTION(17) in Kafka "
+        "whether or not auto-creation is allowed (KafkaApis' metadata handler checks "
+        "Topic.isValid before looking the topic up); Tidelog says UNKNOWN_TOPIC_OR_PARTITION "
+        "without auto-creation",
+        ("metadata.v12-invalid-name-no-auto", "topics/bad name!/error_code",
+         "INVALID_TOPIC_EXCEPTION(17)", "UNKNOWN_TOPIC_OR_PARTITION(3)"),
+    ),
+    *_cause(
+        FIX,
+        "Metadata v10+ asking by an unknown topic id: Kafka answers one topic entry with "
+        "UNKNOWN_TOPIC_ID(100) and a null name; Tidelog leaves the topic out",
+        ("metadata.v12-unknown-topic-id", "topics/<length>", "1", "0"),
+        ("metadata.v12-unknown-topic-id", "topics/0", "{'error_code': 'UNKNOWN_TOPIC_ID(100)'*",
+         "<absent>"),
+    ),
+    *_cause(
+        LEGIT,
+        "Auto-creation: Kafka 4 forwards the creation to its controller and answers this "
+        "Metadata before the topic exists (UNKNOWN_TOPIC_OR_PARTITION, no partitions; the "
+        "client retries); Tidelog creates it synchronously and answers what Kafka's next "
+        "Metadata answers (compared in metadata.v12-after-auto-create: equal)",
+        ("metadata.v4-auto-create", "topics/auto/error_code", "UNKNOWN_TOPIC_OR_PARTITION(3)",
+         "NONE(0)"),
+        ("metadata.v4-auto-create", "topics/auto/partitions/<length>", "0", "1"),
+        ("metadata.v4-auto-create", "topics/auto/partitions/0", "<absent>", ANY),
+        ("metadata.v0-absent-auto-creates", "topics/auto0/error_code",
+         "UNKNOWN_TOPIC_OR_PARTITION(3)", "NONE(0)"),
+        ("metadata.v0-absent-auto-creates", "topics/auto0/partitions/<length>", "0", "1"),
+        ("metadata.v0-absent-auto-creates", "topics/auto0/partitions/0", "<absent>", ANY),
+    ),
+    # ------------------------------------------------------------------ CreateTopics & co
+    *_cause(
+        FIX,
+        "CreateTopics v5+: Kafka always sends `configs` as an array (empty for a topic that "
+        "failed); Tidelog sends null. The field is nullable so clients cope; fix for "
+        "fidelity",
+        ("create_topics.*", "topics/*/configs", "[]", "None"),
+        ("internal_topics.create-topics-v7", "topics/__consumer_offsets/configs", "[]", "None"),
+    ),
+    *_cause(
+        LEGIT,
+        "`durability` (log.durability: pagecache or sync) is Tidelog's own topic config",
+        *[(e, f"{p}/durability", "<absent>", "listed") for e, p in _ALL_CONFIG_EXCHANGES],
+    ),
+    *[
+        entry
+        for name, verdict, reason in _KAFKA_ONLY_TOPIC_CONFIGS
+        for entry in _cause(
+            verdict,
+            f"topic config `{name}` is unknown to Tidelog: {reason}",
+            *[(e, f"{p}/{name}", "listed", "<absent>") for e, p in _ALL_CONFIG_EXCHANGES],
+        )
+    ],
+    *_cause(
+        FIX,
+        "min.insync.replicas is unknown to Tidelog (see the config list): CreateTopics with "
+        "it fails INVALID_CONFIG where Kafka creates the topic (it checks the value only "
+        "against acks=all produces), and DescribeConfigs of it finds nothing",
+        ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/topic_id", "<uuid>", "None"),
+        ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/error_code", "NONE(0)",
+         "INVALID_CONFIG(40)"),
+        ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/num_partitions", "1", "-1"),
+        ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/replication_factor", "1", "-1"),
+        ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/configs", "[{'name': *",
+         "None"),
+        ("configs.describe-v4-topic-keys", "results/cfg/configs/min.insync.replicas",
+         "{'name': 'min.insync.replicas'*", "<absent>"),
+        ("configs.describe-v1-topic-keys", "results/cfg/configs/min.insync.replicas",
+         "{'name': 'min.insync.replicas'*", "<absent>"),
+    ),
+    *_cause(
+        LEGIT,
+        "validate_only: Kafka returns the topic id it would have used, an id nothing can "
+        "ever refer to; Tidelog returns null",
+        ("create_topics.v7-validate-only", "topics/c-validate/topic_id", "<uuid>", "None"),
+    ),
+    *_cause(
+        FIX,
+        "A topic named twice in one request: Kafka answers INVALID_REQUEST once per distinct "
+        "name (its results are keyed by name); Tidelog answers once per request entry",
+        ("create_topics.v7-duplicate-in-request", "topics/<length>", "1", "2"),
+        ("create_topics.v7-duplicate-in-request", "topics/1", "<absent>", "{'name': 'c-dup'*"),
+        ("create_partitions.v3-duplicate-topic", "results/<length>", "1", "2"),
+        ("create_partitions.v3-duplicate-topic", "results/1", "<absent>", "{'name': 'cp'*"),
+        ("delete_topics.v6-duplicate-name", "responses/<length>", "1", "2"),
+        ("delete_topics.v6-duplicate-name", "responses/1", "<absent>", "{'name': 'del3'*"),
+    ),
+    # ------------------------------------------------------------------ Produce
+    *_cause(
+        FIX,
+        "Record-batch validation: Kafka's LogValidator (validateBatch/validateRecord, "
+        "AppendOrigin.CLIENT) rejects with INVALID_RECORD(87) a batch of magic < 2, a client "
+        "batch whose base offset is not 0, a lastOffsetDelta that disagrees with the record "
+        "count, a batch cut short and an empty records field; Tidelog answers "
+        "CORRUPT_MESSAGE(2) (kept by Kafka for CRC and size errors) or, worse, appends the "
+        "batch: with lastOffsetDelta 5 and 2 records the log end moves by 6",
+        ("produce.v9-magic-1", "responses/pe-magic-1/partition_responses/0/error_code",
+         "INVALID_RECORD(87)", "CORRUPT_MESSAGE(2)"),
+        ("produce.v9-truncated-batch",
+         "responses/pe-truncated-batch/partition_responses/0/error_code",
+         "INVALID_RECORD(87)", "CORRUPT_MESSAGE(2)"),
+        ("produce.v9-empty-records", "responses/pe-empty-records/partition_responses/0/error_code",
+         "INVALID_RECORD(87)", "CORRUPT_MESSAGE(2)"),
+        ("produce.v9-nonzero-base-offset",
+         "responses/pe-nonzero-base-offset/partition_responses/0/error_code",
+         "INVALID_RECORD(87)", "NONE(0)"),
+        ("produce.v9-nonzero-base-offset",
+         "responses/pe-nonzero-base-offset/partition_responses/0/base_offset", "-1", "0"),
+        ("produce.v9-nonzero-base-offset-then-latest",
+         "topics/pe-nonzero-base-offset/partitions/0/offset", "0", "1"),
+        ("produce.v9-last-offset-delta-wrong",
+         "responses/pe-last-offset-delta-wrong/partition_responses/0/error_code",
+         "INVALID_RECORD(87)", "NONE(0)"),
+        ("produce.v9-last-offset-delta-wrong",
+         "responses/pe-last-offset-delta-wrong/partition_responses/0/base_offset", "-1", "0"),
+        ("produce.v9-last-offset-delta-wrong-then-latest",
+         "topics/pe-last-offset-delta-wrong/partitions/0/offset", "0", "6"),
+    ),
+    *_cause(
+        FIX,
+        "A control batch (attribute bit 5) from a client: Kafka rejects it with "
+        "INVALID_RECORD(87) (LogValidator: only the transaction coordinator writes control "
+        "records); Tidelog appends it, so any client can forge commit/abort markers",
+        ("produce.v9-control-batch-from-client",
+         "responses/pe-control-batch-from-client/partition_responses/0/error_code",
+         "INVALID_RECORD(87)", "NONE(0)"),
+        ("produce.v9-control-batch-from-client",
+         "responses/pe-control-batch-from-client/partition_responses/0/base_offset", "-1", "0"),
+        ("produce.v9-control-batch-from-client-then-latest",
+         "topics/pe-control-batch-from-client/partitions/0/offset", "0", "1"),
+    ),
+    *_cause(
+        FIX,
+        "A transactional batch in a Produce without transactional_id: Kafka refuses the "
+        "whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53) "
+        "(KafkaApis.handleProduceRequest, hasTransactionalRecords); Tidelog, which serves no "
+        "transactions, appends it and leaves an open transaction in the log",
+        ("produce.v9-transactional-without-txn",
+         "responses/pe-transactional-without-txn/partition_responses/0/error_code",
+         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)", "NONE(0)"),
+        ("produce.v9-transactional-without-txn",
+         "responses/pe-transactional-without-txn/partition_responses/0/base_offset", "-1", "0"),
+        ("produce.v9-transactional-without-txn",
+         "responses/pe-transactional-without-txn/partition_responses/0/log_start_offset",
+         "-1", "0"),
+        ("produce.v9-transactional-without-txn-then-latest",
+         "topics/pe-transactional-without-txn/partitions/0/offset", "0", "1"),
+    ),
+    *_cause(
+        FIX,
+        "Produce errors raised after the partition was found (record validation, producer "
+        "sequence/epoch checks): Kafka fills log_start_offset with the partition's log start "
+        "(0 here); Tidelog sends -1",
+        ("produce.v9-count-wrong", "responses/pe-count-wrong/partition_responses/0/"
+         "log_start_offset", "0", "-1"),
+        ("produce.v9-bad-codec-7", "responses/pe-bad-codec-7/partition_responses/0/"
+         "log_start_offset", "0", "-1"),
+        ("idempotence.v9-*", "responses/idem/partition_responses/0/log_start_offset", "0", "-1"),
+    ),
+    *_cause(
+        LEGIT,
+        "Compression codec 7 does not exist: Kafka fails with an unhandled "
+        "IllegalArgumentException (UNKNOWN_SERVER_ERROR); Tidelog's CORRUPT_MESSAGE says what "
+        "is wrong",
+        ("produce.v9-bad-codec-7", "responses/pe-bad-codec-7/partition_responses/0/error_code",
+         "UNKNOWN_SERVER_ERROR(-1)", "CORRUPT_MESSAGE(2)"),
+    ),
+    *_cause(
+        LEGIT,
+        "A null records field: Kafka 4.3 sends no answer (the harness waits 3 s), leaving the "
+        "client to time out; Tidelog answers CORRUPT_MESSAGE",
+        ("produce.v9-null-records", "<connection>", "timed out", "<absent>"),
+        ("produce.v9-null-records", "responses", "<absent>", "[{'name': 'pe-magic-1'*"),
+    ),
+    *_cause(
+        LEGIT,
+        "A duplicate idempotent batch: Kafka echoes the first append's max timestamp in "
+        "log_append_time even on a CreateTime topic (ProducerStateManager's cached batch "
+        "metadata); Tidelog sends -1 as for any CreateTime append. Clients read "
+        "log_append_time only on LogAppendTime topics",
+        ("idempotence.v9-duplicate-seq-2",
+         "responses/idem/partition_responses/0/log_append_time", "1600000002000", "None"),
+        ("idempotence.v9-duplicate-seq-0",
+         "responses/idem/partition_responses/0/log_append_time", "1600000001000", "None"),
+    ),
+    # ------------------------------------------------------------------ Fetch
+    *_cause(
+        FIX,
+        "Fetch at READ_UNCOMMITTED: Kafka leaves aborted_transactions null (it fills it only "
+        "for READ_COMMITTED fetches); Tidelog sends an empty array. Both parse and clients "
+        "treat them alike; fix for fidelity",
+        (ANY, "*/aborted_transactions", "None", "[]"),
+    ),
+    *_cause(
+        FIX,
+        "A partition-level Fetch error (OFFSET_OUT_OF_RANGE, ...): Kafka sends "
+        "log_start_offset -1 with it (FetchResponse.partitionResponse(error) uses "
+        "INVALID_LOG_START_OFFSET); Tidelog sends the real log start",
+        ("fetch.v11-beyond-end", "responses/f/partitions/0/log_start_offset", "-1", "0"),
+        ("fetch.v11-far-beyond-end", "responses/f/partitions/0/log_start_offset", "-1", "0"),
+        ("fetch.v11-negative-offset", "responses/f/partitions/0/log_start_offset", "-1", "0"),
+        ("fetch.v11-below-log-start", "responses/f/partitions/0/log_start_offset", "-1", "3"),
+    ),
+    *_cause(
+        LEGIT,
+        "partition_max_bytes smaller than the data: Kafka fills the limit and cuts the last "
+        "batch (a partial batch clients drop, KIP-74); Tidelog stops at the last whole batch",
+        ("fetch.v11-partition-max-bytes-100", "responses/f/partitions/0/records/<length>",
+         "2", "1"),
+        ("fetch.v11-partition-max-bytes-100", "responses/f/partitions/0/records/1",
+         "{'partial_batch_bytes': 4}", "<absent>"),
+    ),
+    *_cause(
+        FIX,
+        "current_leader_epoch (KIP-320) is not checked: a client epoch above the leader's is "
+        "UNKNOWN_LEADER_EPOCH(75) in Kafka (below it FENCED_LEADER_EPOCH(74); "
+        "Partition.checkCurrentLeaderEpoch) for Fetch and ListOffsets; Tidelog answers as if "
+        "no epoch had been sent",
+        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/error_code",
+         "UNKNOWN_LEADER_EPOCH(75)", "NONE(0)"),
+        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/high_watermark", "-1", "10"),
+        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/last_stable_offset",
+         "-1", "10"),
+        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/log_start_offset", "-1", "0"),
+        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/records/<length>", "0", "3"),
+        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/records/?", "<absent>",
+         "{'base_offset': *"),
+        ("list_offsets.v7-future-leader-epoch", "topics/lo/partitions/0/error_code",
+         "UNKNOWN_LEADER_EPOCH(75)", "NONE(0)"),
+        ("list_offsets.v7-future-leader-epoch", "topics/lo/partitions/0/offset", "-1", "5"),
+    ),
+    *_cause(
+        LEGIT,
+        "Fetch sessions (KIP-227): Tidelog declines to create one (session_id 0), which the "
+        "KIP allows; clients keep sending full fetch requests. The scripted incremental "
+        "fetch then carries each broker's own session id (0 for Tidelog, with no topics), so "
+        "its answers differ",
+        ("fetch.v11-new-session", "session_id", "<session>", "0"),
+        ("fetch.v11-incremental-session", "session_id", "<session>", "0"),
+        ("fetch.v11-incremental-session", "responses/<length>", "1", "0"),
+        ("fetch.v11-incremental-session", "responses/0", "{'topic': 'f'*", "<absent>"),
+    ),
+    *_cause(
+        FIX,
+        "Fetch session fields are not validated: Kafka answers a session id it does not know "
+        "with FETCH_SESSION_ID_NOT_FOUND(70) and session id 0 with an epoch other than -1/0 "
+        "with INVALID_FETCH_SESSION_EPOCH(71) (FetchManager.newContext); without session "
+        "support Tidelog must still say so, or a client that believes in a session never "
+        "resets it",
+        ("fetch.v11-session-bad-epoch", "error_code", "INVALID_FETCH_SESSION_EPOCH(71)",
+         "NONE(0)"),
+        ("fetch.v11-session-bad-epoch", "responses/<length>", "0", "1"),
+        ("fetch.v11-session-bad-epoch", "responses/0", "<absent>", "{'topic': 'f'*"),
+        ("fetch.v11-unknown-session", "error_code", "FETCH_SESSION_ID_NOT_FOUND(70)", "NONE(0)"),
+        ("fetch.v11-unknown-session", "responses/<length>", "0", "1"),
+        ("fetch.v11-unknown-session", "responses/0", "<absent>", "{'topic': 'f'*"),
+    ),
+    # ------------------------------------------------------------------ ListOffsets
+    *_cause(
+        FIX,
+        "ListOffsets answers without an offset (none found, or an error) carry leader_epoch "
+        "-1 in Kafka; Tidelog sends 0",
+        ("list_offsets.v7-*", "topics/*/partitions/*/leader_epoch", "-1", "0"),
+    ),
+    *_cause(
+        FIX,
+        "Timestamp -5 is LATEST_TIERED_TIMESTAMP, defined from ListOffsets v9: at v7 Kafka "
+        "answers UNSUPPORTED_VERSION(35) (KafkaApis.handleListOffsetRequest); Tidelog "
+        "INVALID_REQUEST",
+        ("list_offsets.v7-ts-minus-5", "topics/lo/partitions/0/error_code",
+         "UNSUPPORTED_VERSION(35)", "INVALID_REQUEST(42)"),
+    ),
+    *_cause(
+        FIX,
+        "A partition named twice in one ListOffsets: Kafka answers INVALID_REQUEST once for "
+        "it; Tidelog answers each entry",
+        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/<length>", "1", "2"),
+        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/1", "<absent>",
+         "{'partition_index': 0*"),
+        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/0/error_code",
+         "INVALID_REQUEST(42)", "NONE(0)"),
+        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/0/offset", "-1", "5"),
+    ),
+    # ------------------------------------------------------------------ OffsetForLeaderEpoch
+    *_cause(
+        FIX,
+        "OffsetForLeaderEpoch is in SUPPORTED_VERSIONS (v2-4) but standalone Tidelog has no "
+        "handler (only `serve --zookeeper` registers it): it is not advertised and the "
+        "connection is closed, as for an unknown API. Kafka answers it on every broker; "
+        "clients use it to validate positions after a leader change (KIP-320) and skip the "
+        "check when the API is missing. Serve it standalone too (one epoch per partition: "
+        "end offset = log end)",
+        ("offset_for_leader_epoch.*", "topics", "[{'topic': *", "<absent>"),
+        ("offset_for_leader_epoch.*", "<connection>", "<absent>", "closed by broker"),
+    ),
+    # ------------------------------------------------------------------ Offsets
+    *_cause(
+        FIX,
+        "OffsetCommit of a negative offset: Kafka stores it (NONE; an offset below 0 later "
+        "reads as \"no committed offset\" in clients); Tidelog refuses with "
+        "INVALID_COMMIT_OFFSET_SIZE(28), which Kafka uses only for oversized commits",
+        ("offsets.commit-v8-negative-offset", "topics/o/partitions/1/error_code", "NONE(0)",
+         "INVALID_COMMIT_OFFSET_SIZE(28)"),
+        ("offsets.fetch-v8-after-*", "groups/g-simple/topics/o/partitions/1/committed_offset",
+         "-5", "8"),
+    ),
+    *_cause(
+        LEGIT,
+        "The empty group id: Kafka 4's group coordinator accepts \"\" as a group (commit, "
+        "describe, delete); Tidelog keeps the classic coordinator's INVALID_GROUP_ID for a "
+        "commit, so no group \"\" exists to describe or delete",
+        ("offsets.commit-v8-empty-group-id", "topics/o/partitions/0/error_code", "NONE(0)",
+         "INVALID_GROUP_ID(24)"),
+        ("classic_group.describe-v5-empty-id", "groups//group_state", "Empty", "Dead"),
+        ("classic_group.delete-groups-v0-empty-id", "results//error_code", "NONE(0)",
+         "GROUP_ID_NOT_FOUND(69)"),
+    ),
+    *_cause(
+        FIX,
+        "OffsetDelete of a topic that does not exist: Kafka answers "
+        "UNKNOWN_TOPIC_OR_PARTITION(3) for its partitions; Tidelog NONE",
+        ("offsets.offset-delete-unknown-topic", "topics/o-absent/partitions/0/error_code",
+         "UNKNOWN_TOPIC_OR_PARTITION(3)", "NONE(0)"),
+    ),
+    # ------------------------------------------------------------------ groups
+    *_cause(
+        FIX,
+        "FindCoordinator with a key_type other than 0 (group) / 1 (transaction): Kafka "
+        "answers INVALID_REQUEST(42) with node -1; Tidelog treats it as a group key",
+        ("classic_group.find-coordinator-v4-bad-key-type", "coordinators/g-classic/node_id",
+         "-1", "<self>"),
+        ("classic_group.find-coordinator-v4-bad-key-type", "coordinators/g-classic/error_code",
+         "INVALID_REQUEST(42)", "NONE(0)"),
+    ),
+    *_cause(
+        FIX,
+        "Heartbeat with an empty group id is INVALID_GROUP_ID(24) in Kafka (the group id is "
+        "validated before the member); Tidelog says UNKNOWN_MEMBER_ID",
+        ("classic_group.heartbeat-v4-empty-group-id", "error_code", "INVALID_GROUP_ID(24)",
+         "UNKNOWN_MEMBER_ID(25)"),
+    ),
+    *_cause(
+        FIX,
+        "ConsumerGroupHeartbeat v1+ requires the client to choose its member id (KIP-1082): "
+        "an empty one is INVALID_REQUEST(42) in Kafka; Tidelog generates one as in v0 and "
+        "joins the member",
+        ("consumer_group.heartbeat-v1-empty-member-id", "error_code", "INVALID_REQUEST(42)",
+         "NONE(0)"),
+        ("consumer_group.heartbeat-v1-empty-member-id", "member_id", "None", "<member>"),
+        ("consumer_group.heartbeat-v1-empty-member-id", "member_epoch", "0", "1"),
+        ("consumer_group.heartbeat-v1-empty-member-id", "heartbeat_interval", "0", "5000"),
+        ("consumer_group.heartbeat-v1-empty-member-id", "assignment", "None",
+         "{'topic_partitions': *"),
+        # The group that heartbeat created exists on Tidelog only, with its (Stable) member.
+        ("groups_admin.list-v*", "groups/g-848-v1", "<absent>", "{'group_id': 'g-848-v1'*"),
+        ("groups_admin.list-v4-stable-state", "groups/<length>", "0", "1"),
+        ("groups_admin.list-v4-stable-state", "groups/0", "<absent>",
+         "{'group_id': 'g-848-v1'*"),
+    ),
+    *_cause(
+        LEGIT,
+        "KIP-848 epochs: Kafka bumps the group epoch twice when the first member joins "
+        "(member added, then the subscribed topics' metadata recorded), Tidelog once; epochs "
+        "are opaque to clients, which only echo them",
+        ("consumer_group.heartbeat-v0-join", "member_epoch", "2", "1"),
+        ("consumer_group.heartbeat-v0-steady", "member_epoch", "2", "1"),
+        ("consumer_group.describe-v0", "groups/g-848/group_epoch", "2", "1"),
+        ("consumer_group.describe-v0", "groups/g-848/assignment_epoch", "2", "1"),
+        ("consumer_group.describe-v0", "groups/g-848/members/0/member_epoch", "2", "1"),
+        ("consumer_group.describe-v0-after-leave", "groups/g-848/group_epoch", "3", "2"),
+    ),
+    *_cause(
+        LEGIT,
+        "KIP-848 error answers: Kafka sends the schema defaults beside the error (member_id "
+        "null, epochs 0, state \"\"), Tidelog echoes the member id and sends -1 / Dead; "
+        "clients read only the error code",
+        ("consumer_group.heartbeat-v*", "member_id", "None", "<member>"),
+        ("consumer_group.heartbeat-v*", "member_epoch", "0", "-1"),
+        ("consumer_group.describe-v1-unknown", "groups/g-848-nothere/group_state", "", "Dead"),
+        ("consumer_group.describe-v1-unknown", "groups/g-848-nothere/group_epoch", "0", "-1"),
+        ("consumer_group.describe-v1-unknown", "groups/g-848-nothere/assignment_epoch", "0",
+         "-1"),
+    ),
+    *_cause(
+        LEGIT,
+        "ConsumerGroupDescribe of a member without a regex subscription: Kafka sends \"\", "
+        "Tidelog null (the field is nullable; both mean no regex)",
+        ("consumer_group.describe-v0", "groups/g-848/members/0/subscribed_topic_regex", "",
+         "None"),
+    ),
+    *_cause(
+        LEGIT,
+        "A classic JoinGroup into a KIP-848 group: Kafka 4 lets classic members join consumer "
+        "groups (online migration, group.consumer.migration.policy); Tidelog does not mix "
+        "protocols in one group and answers INCONSISTENT_GROUP_PROTOCOL, as Kafka does with "
+        "the migration policy disabled",
+        ("consumer_group.classic-join-into-consumer-group", "error_code",
+         "MEMBER_ID_REQUIRED(79)", "INCONSISTENT_GROUP_PROTOCOL(23)"),
+        ("consumer_group.classic-join-into-consumer-group", "member_id", "<member>", ""),
+    ),
+    *_cause(
+        FIX,
+        "DescribeGroups (the classic API) of a KIP-848 group: Kafka 4 describes it (state, "
+        "members with their assignments in the classic layout) so that older admin tools "
+        "still see it; Tidelog answers GROUP_ID_NOT_FOUND",
+        ("consumer_group.describe-groups-classic-api", "groups/g-848/error_code", "NONE(0)",
+         "GROUP_ID_NOT_FOUND(69)"),
+    ),
+    # ------------------------------------------------------------------ configs
+    *_cause(
+        LEGIT,
+        "Config aliases: the peer's server.properties sets log.retention.hours=168 (so does "
+        "Tidelog's --set). Kafka reports the broker's log.retention.ms as unset and a "
+        "topic's retention.ms as DEFAULT_CONFIG in DescribeConfigs (while its own CreateTopics "
+        "v5+ answer says STATIC_BROKER_CONFIG); Tidelog folds the alias into "
+        "log.retention.ms and reports it as static everywhere, with the static and default "
+        "synonyms",
+        ("configs.describe-after-*", "results/cfg/configs/retention.ms/config_source", "5", "4"),
+        ("configs.describe-v4-broker-keys", "results/<self>/configs/log.retention.ms/value",
+         "None", "604800000"),
+        ("configs.describe-v4-broker-keys",
+         "results/<self>/configs/log.retention.ms/config_source", "5", "4"),
+        ("configs.describe-v4-topic-keys-synonyms",
+         "results/cfg/configs/retention.ms/synonyms/<length>", "1", "3"),
+        ("configs.describe-v4-topic-keys-synonyms",
+         "results/cfg/configs/retention.ms/synonyms/?", "<absent>",
+         "{'name': 'log.retention.ms'*"),
+    ),
+    *_cause(
+        LEGIT,
+        "Dynamic broker configs: Kafka can change log.segment.bytes and log.retention.ms at "
+        "run time (read_only false); Tidelog has no dynamic broker configs, all read-only",
+        ("configs.describe-v4-broker-keys", "results/<self>/configs/*/read_only", "False",
+         "True"),
+    ),
+    *_cause(
+        FIX,
+        "default.replication.factor is an INT(3) config in Kafka (ServerLogConfigs); Tidelog "
+        "types it SHORT(4)",
+        ("configs.describe-v4-broker-keys",
+         "results/<self>/configs/default.replication.factor/config_type", "3", "4"),
+    ),
+    *_cause(
+        FIX,
+        "The broker resource with an empty name is the cluster-wide dynamic default in "
+        "Kafka: with none set it lists nothing; Tidelog lists its static value",
+        ("configs.describe-v4-broker-default-resource", "results//configs/<length>", "0", "1"),
+        ("configs.describe-v4-broker-default-resource", "results//configs/0", "<absent>",
+         "{'name': 'num.partitions'*"),
+    ),
+    *_cause(
+        FIX,
+        "DescribeConfigs of a topic with an illegal name (\"\"): Kafka answers "
+        "INVALID_TOPIC_EXCEPTION(17) (Topic.validate in ConfigHelper); Tidelog "
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        ("configs.describe-v4-empty-topic-name", "results//error_code",
+         "INVALID_TOPIC_EXCEPTION(17)", "UNKNOWN_TOPIC_OR_PARTITION(3)"),
+    ),
+    *_cause(
+        LEGIT,
+        "Config documentation is Tidelog's own wording",
+        ("configs.describe-v3-documentation", "results/cfg/configs/retention.ms/documentation",
+         ANY, ANY),
+    ),
+    *_cause(
+        LEGIT,
+        "IncrementalAlterConfigs with operation 9: Kafka fails with an unhandled exception "
+        "(UNKNOWN_SERVER_ERROR); Tidelog's INVALID_REQUEST says what is wrong",
+        ("configs.alter-v1-bad-operation", "responses/cfg/error_code",
+         "UNKNOWN_SERVER_ERROR(-1)", "INVALID_REQUEST(42)"),
+    ),
+    *_cause(
+        LEGIT,
+        "AlterConfigs (the whole-set API that IncrementalAlterConfigs, KIP-339, replaced) is "
+        "neither served nor advertised; admin clients and kafka-configs use "
+        "IncrementalAlterConfigs. A request "
+        "for an API a broker does not advertise closes the connection, in Kafka too",
+        ("configs.alter-configs-v1-not-served", "responses", "[{'error_code': 'NONE(0)'*",
+         "<absent>"),
+        ("configs.alter-configs-v1-not-served", "<connection>", "<absent>", "closed by broker"),
+    ),
+    *_cause(
+        FIX,
+        "Altering a broker config that cannot change at run time: Kafka answers "
+        "INVALID_REQUEST(42) (\"Cannot update these configs dynamically\", "
+        "DynamicBrokerConfig); Tidelog INVALID_CONFIG",
+        ("configs.alter-v1-broker-read-only-key", "responses/<self>/error_code",
+         "INVALID_REQUEST(42)", "INVALID_CONFIG(40)"),
+    ),
+    # ------------------------------------------------------------------ InitProducerId
+    *_cause(
+        FIX,
+        "InitProducerId with an empty transactional id is INVALID_REQUEST(42) in Kafka "
+        "(TransactionCoordinator.handleInitProducerId); Tidelog treats it like any "
+        "transactional id",
+        ("init_producer_id.v4-empty-transactional-id", "error_code", "INVALID_REQUEST(42)",
+         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)"),
+    ),
+    *_cause(
+        LEGIT,
+        "Transactions are not served (docs/decisions.md): InitProducerId with a "
+        "transactional id fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED so a "
+        "transactional producer stops at once instead of failing later",
+        ("init_producer_id.v4-transactional", "error_code", "NONE(0)",
+         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)"),
+        ("init_producer_id.v4-transactional", "producer_id", "<pid>", "-1"),
+        ("init_producer_id.v4-transactional", "producer_epoch", "0", "-1"),
+        ("init_producer_id.v4-transactional-timeout-too-large", "error_code",
+         "INVALID_TRANSACTION_TIMEOUT(50)", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)"),
+    ),
+    # ------------------------------------------------------------------ DescribeCluster
+    *_cause(
+        FIX,
+        "DescribeCluster v1 with an endpoint_type that does not exist: Kafka answers "
+        "UNSUPPORTED_ENDPOINT_TYPE(115) (MISMATCHED_ENDPOINT_TYPE(114) is for asking a "
+        "broker for controllers, which both answer alike)",
+        ("describe_cluster.v1-bad-endpoint-type", "error_code",
+         "UNSUPPORTED_ENDPOINT_TYPE(115)", "MISMATCHED_ENDPOINT_TYPE(114)"),
+    ),
+    # ------------------------------------------------------------------ internal topics
+    *_cause(
+        FIX,
+        "Clients may not write to or truncate __consumer_offsets: Kafka answers Produce and "
+        "DeleteRecords on an internal topic with INVALID_TOPIC_EXCEPTION(17) "
+        "(ReplicaManager.appendToLocalLog / deleteRecordsOnLocalLog); Tidelog appends the "
+        "client's records to its group log (a forged record could corrupt group state on "
+        "the next load) and accepts the DeleteRecords",
+        ("internal_topics.produce-v9",
+         "responses/__consumer_offsets/partition_responses/0/error_code",
+         "INVALID_TOPIC_EXCEPTION(17)", "NONE(0)"),
+        ("internal_topics.produce-v9",
+         "responses/__consumer_offsets/partition_responses/0/base_offset", "-1", ANY),
+        ("internal_topics.produce-v9",
+         "responses/__consumer_offsets/partition_responses/0/log_start_offset", "-1", "0"),
+        ("internal_topics.delete-records-v2",
+         "topics/__consumer_offsets/partitions/0/error_code", "INVALID_TOPIC_EXCEPTION(17)",
+         "NONE(0)"),
+        ("internal_topics.delete-records-v2",
+         "topics/__consumer_offsets/partitions/0/low_watermark", "-1", "0"),
+    ),
+    *_cause(
+        LEGIT,
+        "DeleteTopics of __consumer_offsets: Kafka 4.3 deletes it (every group's offsets are "
+        "lost); Tidelog refuses with TOPIC_AUTHORIZATION_FAILED, deliberately",
+        ("internal_topics.delete-topics-v6", "responses/__consumer_offsets/topic_id", "<uuid>",
+         "None"),
+        ("internal_topics.delete-topics-v6", "responses/__consumer_offsets/error_code",
+         "NONE(0)", "TOPIC_AUTHORIZATION_FAILED(29)"),
+    ),
+]
+
+KNOWN: dict[tuple[str, str, str, str], Known] = {k.key: k for k in _ENTRIES}
+_PATTERNS = [k for k in _ENTRIES if any("*" in f or "?" in f for f in k.key)]
