@@ -27,7 +27,7 @@ from pathlib import Path
 from tidelog.errors import CorruptRecordError
 from tidelog.records.batch import HEADER_SIZE, RecordBatch, iter_batches, peek_batch_size
 from tidelog.storage.config import LogConfig
-from tidelog.storage.producer_state import fsync_directory
+from tidelog.storage.durable import fsync_directory
 from tidelog.storage.segment import LogSegment, SegmentState
 
 CLEANED_SUFFIX = ".log.cleaned"
