@@ -72,7 +72,7 @@ class ProducerEntry:
 
 
 class _Header(Protocol):
-    """The batch-header fields replay needs (segment.BatchHeader has them)."""
+    """The batch-header fields replay needs (records.batch.BatchHeader has them)."""
 
     @property
     def producer_id(self) -> int: ...

@@ -1,7 +1,8 @@
 """One log segment: `<base offset, 20 digits>.log` plus its `.index` and `.timeindex`.
 
-The `.log` is a plain concatenation of record batches (magic v2, layout in
-`tidelog/records/batch.py`) whose offsets are already assigned; the segment never renumbers.
+The `.log` is a plain concatenation of record batches (magic v2, layout and header struct in
+`tidelog/records/batch.py`) whose offsets are already assigned (`log_validator.py` numbers
+them); the segment never renumbers.
 Positions are u32 (segment.bytes <= 2^31 - 1). The indexes (layout in `index.py`) are derived.
 
 Lifecycle (a state table; Archived arrives with tiered storage):
@@ -20,17 +21,23 @@ from __future__ import annotations
 import enum
 import mmap
 import os
-import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 import crc32c as _crc32c
 
-from tidelog.records.batch import CRC_START, HEADER_SIZE, MAGIC_V2, RecordBatch
+from tidelog.records.batch import (
+    CRC_POSITION,
+    CRC_START,
+    HEADER_SIZE,
+    MAGIC_POSITION,
+    MAGIC_V2,
+    BatchHeader,
+    RecordBatch,
+    read_batch_header,
+)
 from tidelog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header
 _IOV_MAX = 1024
 _U32_SPAN = 2**32 - 1
 _VERIFY_MAX_HEADERS = 256
@@ -51,28 +58,6 @@ TRANSITIONS: dict[SegmentState, frozenset[SegmentState]] = {
     SegmentState.FLUSHED: frozenset({SegmentState.DELETED, SegmentState.ACTIVE}),
     SegmentState.DELETED: frozenset(),
 }
-
-
-class BatchHeader(NamedTuple):
-    position: int
-    base_offset: int
-    size: int
-    last_offset_delta: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-
-def _header_from(buffer: bytes | mmap.mmap, offset: int, position: int) -> BatchHeader:
-    (base, length, _, _, _, _, delta, _, max_ts, pid, epoch, seq, _) = _HEADER.unpack_from(
-        buffer, offset
-    )
-    return BatchHeader(position, base, length + 12, delta, max_ts, pid, epoch, seq)
 
 
 def log_path(directory: Path, base_offset: int, suffix: str) -> Path:
@@ -300,7 +285,7 @@ class LogSegment:
         raw = os.pread(self.fd, HEADER_SIZE, position)
         if len(raw) < HEADER_SIZE:
             return None
-        return _header_from(raw, 0, position)
+        return read_batch_header(raw, 0, position)
 
     def iter_headers(self, position: int, end: int | None = None) -> Iterator[BatchHeader]:
         """Batch headers from `position` (a batch boundary) to `end`, one pread each."""
@@ -354,7 +339,7 @@ class LogSegment:
             return
         with mmap.mmap(self.fd, size, access=mmap.ACCESS_READ) as data:
             while size - position >= HEADER_SIZE:
-                header = _header_from(data, position, position)
+                header = read_batch_header(data, position, position)
                 if header.size < HEADER_SIZE or position + header.size > size:
                     return
                 yield header
@@ -392,7 +377,7 @@ class LogSegment:
         view = memoryview(data)
         try:
             while file_size - position >= HEADER_SIZE:
-                header = _header_from(data, position, position)
+                header = read_batch_header(data, position, position)
                 end = position + header.size
                 if header.size < HEADER_SIZE or end > file_size:
                     break
@@ -408,13 +393,13 @@ class LogSegment:
 
     def _batch_ok(self, view: memoryview, header: BatchHeader, end: int) -> bool:
         position = header.position
-        if view[position + 16] != MAGIC_V2:
+        if view[position + MAGIC_POSITION] != MAGIC_V2:
             return False
         if header.base_offset < self.next_offset or header.last_offset_delta < 0:
             return False
         if header.last_offset - self.base_offset > _U32_SPAN:
             return False
-        crc = int.from_bytes(view[position + 17 : position + 21], "big")
+        crc = int.from_bytes(view[position + CRC_POSITION : position + CRC_START], "big")
         return int(_crc32c.crc32c(view[position + CRC_START : end])) == crc
 
     def truncate_to_position(self, position: int) -> None:
