@@ -135,7 +135,7 @@ def install_cleaned_segment(
     segment.rebuild(validate=False, expected_offset=base_offset, sealed=True)
     segment.flush()
     segment.state = SegmentState.FLUSHED
-    # As LogSegment.load sets it for a sealed segment: reads skip a trailing gap either way.
+    # As recovery.load_segment sets it for a sealed segment: reads skip a trailing gap either way.
     segment.next_offset = end_offset if segment.size else base_offset
     swap_path.unlink()
     fsync_directory(directory)

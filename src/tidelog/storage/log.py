@@ -20,11 +20,11 @@ from pathlib import Path
 
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.records.batch import RecordBatch
-from tidelog.storage import log_validator
+from tidelog.storage import log_reads, log_validator
 from tidelog.storage import producer_state as ps
 from tidelog.storage.config import LogConfig
 from tidelog.storage.recovery import load_segments
-from tidelog.storage.results import AppendResult, FileSlice, FlushTicket, ReadResult
+from tidelog.storage.results import AppendResult, FlushTicket, ReadResult
 from tidelog.storage.segment import LogSegment, SegmentState
 from tidelog.types import TopicPartition
 
@@ -202,63 +202,21 @@ class PartitionLog:
                 f"offset {offset} outside [{self._log_start_offset}, {log_end_offset}]",
             )
         limit = log_end_offset if max_offset is None else min(max_offset, log_end_offset)
-        slices: list[FileSlice] = []
-        remaining = max(0, max_bytes)
-        number = bisect.bisect_right(self._bases, offset) - 1
-        while number < len(self._segments) and offset < limit:
-            segment = self._segments[number]
-            number += 1
-            header = segment.find_batch(offset)
-            if header is None or header.base_offset >= limit:
-                if header is None:
-                    continue
-                break
-            start = header.position
-            end = segment.size
-            if limit < segment.next_offset:
-                end = segment.position_of(limit)
-            if end - start > remaining:
-                end = segment.boundary_at_or_below(start + remaining, start)
-                if end == start and not slices and min_one_batch:
-                    end = start + header.size
-                if end > start:
-                    slices.append(FileSlice(segment.fd, start, end - start))
-                break
-            if end > start:
-                slices.append(FileSlice(segment.fd, start, end - start))
-                remaining -= end - start
-            if end < segment.size or remaining == 0:
-                break
-            if number < len(self._segments):
-                offset = self._bases[number]
+        slices = log_reads.read_slices(
+            self._segments, self._bases, offset, limit, max_bytes, min_one_batch
+        )
         return ReadResult(
-            tuple(slices), sum(s.length for s in slices), self._log_start_offset, log_end_offset
+            slices, sum(s.length for s in slices), self._log_start_offset, log_end_offset
         )
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, maxTimestamp) of the first batch whose maxTimestamp >= timestamp_ms."""
-        start = self._log_start_offset
-        for segment in self._segments:
-            if segment.max_timestamp < timestamp_ms or segment.next_offset <= start:
-                continue
-            header = segment.find_timestamp(timestamp_ms, min_offset=start)
-            if header is not None:
-                return max(header.base_offset, start), header.max_timestamp
-        return None
+        return log_reads.offset_for_timestamp(self._segments, self._log_start_offset, timestamp_ms)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(base offset, timestamp) of the first batch holding the largest timestamp, clamped
         to log_start_offset (Kafka's segment-level answer)."""
-        best: LogSegment | None = None
-        for segment in self._segments:
-            if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
-                best = segment
-        if best is None:
-            return None
-        header = best.find_timestamp(best.max_timestamp)
-        if header is None:
-            return None
-        return max(header.base_offset, self._log_start_offset), header.max_timestamp
+        return log_reads.max_timestamp_offset(self._segments, self._log_start_offset)
 
     # --- deletion --------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:

@@ -13,7 +13,9 @@ Lifecycle (a state table; Archived arrives with tiered storage):
     DELETED  files unlinked (retention, truncation, delete-records); fd closed later
 
 Truncation (replication) may turn the newest surviving SEALED/FLUSHED segment ACTIVE again.
-Blocking file I/O, called from the thread that owns the partition log.
+Opening an existing segment from its indexes (and checking them) is the loader's job
+(`recovery.py`); `rebuild` recreates the indexes from the log for it, for truncation and for
+the cleaner. Blocking file I/O, called from the thread that owns the partition log.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ from tidelog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 
 _IOV_MAX = 1024
 _U32_SPAN = 2**32 - 1
-_VERIFY_MAX_HEADERS = 256
 
 
 class SegmentState(enum.Enum):
@@ -96,49 +97,10 @@ class LogSegment:
         segment = cls(
             directory, base_offset, index_bytes=index_bytes, interval_bytes=interval_bytes
         )
-        segment._open_indexes(writable=True)
+        segment.open_indexes(writable=True)
         return segment
 
-    @classmethod
-    def load(
-        cls,
-        directory: Path,
-        base_offset: int,
-        *,
-        index_bytes: int,
-        interval_bytes: int,
-        next_base_offset: int | None,
-    ) -> LogSegment:
-        """Open without reading the log (clean start); a bad index is rebuilt from the log.
-
-        `next_base_offset` is the following segment's base (None for the newest segment,
-        whose end is found by a short header scan after its last index entry)."""
-        segment = cls(
-            directory, base_offset, index_bytes=index_bytes, interval_bytes=interval_bytes
-        )
-        active = next_base_offset is None
-        span = (next_base_offset if next_base_offset is not None else base_offset + _U32_SPAN)
-        try:
-            segment._open_indexes(writable=False)
-            segment.offset_index.check(segment.size, span - base_offset)
-            segment.time_index.check(span - base_offset)
-            segment._verify_against_log()
-        except (IndexCorruptError, OSError):
-            segment.rebuild(validate=False, expected_offset=base_offset, sealed=not active)
-        else:
-            if next_base_offset is None:
-                segment._load_tail()
-            else:
-                segment.max_timestamp = segment.time_index.last_timestamp
-                segment.next_offset = next_base_offset if segment.size else base_offset
-        if active:
-            segment.offset_index.make_writable()
-            segment.time_index.make_writable()
-        else:
-            segment.state = SegmentState.FLUSHED
-        return segment
-
-    def _open_indexes(self, *, writable: bool) -> None:
+    def open_indexes(self, *, writable: bool) -> None:
         offset_path = log_path(self.directory, self.base_offset, ".index")
         time_path = log_path(self.directory, self.base_offset, ".timeindex")
         if not writable and not (offset_path.exists() and time_path.exists()):
@@ -151,53 +113,11 @@ class LogSegment:
             raise
         self._indexes_open = True
 
-    def _close_indexes(self) -> None:
+    def close_indexes(self) -> None:
         if self._indexes_open:
             self.offset_index.close()
             self.time_index.close()
             self._indexes_open = False
-
-    def _verify_against_log(self) -> None:
-        """Spot-check index entries against batch headers (a few preads, bounded): the last
-        offset entry must start a batch with that offset; the first and last time entries
-        must equal the max timestamp of the batches they summarise."""
-        if self.offset_index.entries:
-            relative, position = self.offset_index.entry_at(self.offset_index.entries - 1)
-            header = self.read_header(position)
-            if header is None or header.base_offset != self.base_offset + relative:
-                raise IndexCorruptError(f"{self.offset_index.path.name}: entry off a batch")
-        entries = self.time_index.entries
-        for slot in sorted({0, entries - 1}) if entries else ():
-            timestamp, relative = self.time_index.entry_at(slot)
-            computed, start = -1, 0
-            if slot:
-                computed, previous = self.time_index.entry_at(slot - 1)
-                start = self.offset_index.lookup(previous)[1]
-            target = self.base_offset + relative
-            found = False
-            for count, header in enumerate(self.iter_headers(start)):
-                if header.base_offset > target or count >= _VERIFY_MAX_HEADERS:
-                    found = count >= _VERIFY_MAX_HEADERS  # too far to check cheaply: trust
-                    break
-                computed = max(computed, header.max_timestamp)
-                if header.base_offset == target:
-                    found = computed == timestamp
-                    break
-            if not found:
-                raise IndexCorruptError(f"{self.time_index.path.name}: entry disagrees")
-
-    def _load_tail(self) -> None:
-        """Derive in-memory state from the indexes plus the batches after the last entry."""
-        self.max_timestamp = self.time_index.last_timestamp
-        start = 0
-        if self.offset_index.entries:
-            relative, start = self.offset_index.entry_at(self.offset_index.entries - 1)
-            self.last_batch_offset = self.base_offset + relative
-        self.bytes_since_index_entry = self.size - start
-        for header in self.iter_headers(start):
-            self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
-            self.last_batch_offset = header.base_offset
-            self.next_offset = header.last_offset + 1
 
     # --- state -----------------------------------------------------------------------------
     def transition(self, target: SegmentState) -> None:
@@ -350,10 +270,10 @@ class LogSegment:
         """Recreate both indexes from the log (D4) with the rule used on append; with
         `validate`, check each batch's size, magic, CRC and offsets and truncate the file at
         the first invalid byte. Returns the bytes truncated."""
-        self._close_indexes()
+        self.close_indexes()
         for suffix in (".index", ".timeindex"):
             log_path(self.directory, self.base_offset, suffix).unlink(missing_ok=True)
-        self._open_indexes(writable=True)
+        self.open_indexes(writable=True)
         self.max_timestamp = -1
         self.last_batch_offset = -1
         self.bytes_since_index_entry = 0
@@ -418,13 +338,13 @@ class LogSegment:
             self.append_final_time_entry()
             self.offset_index.trim()
             self.time_index.trim()
-        self._close_indexes()
+        self.close_indexes()
         os.close(self.fd)
         self.fd = -1
 
     def delete(self) -> int:
         """Unlink the files; returns the fd, which stays readable for in-flight FileSlices."""
-        self._close_indexes()
+        self.close_indexes()
         for suffix in (".index", ".timeindex"):
             log_path(self.directory, self.base_offset, suffix).unlink(missing_ok=True)
         self.path.unlink(missing_ok=True)
