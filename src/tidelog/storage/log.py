@@ -337,12 +337,7 @@ class PartitionLog:
     def flush(self) -> None:
         """Fsync everything now (close, tests, no group-commit thread)."""
         ticket = self.flush_begin()
-        try:
-            for fd in ticket.fds:
-                os.fsync(fd)
-        finally:
-            for fd in ticket.fds:
-                os.close(fd)
+        ticket.fsync_and_close()
         self.flush_end(ticket)
 
     def close(self, *, flush: bool = True) -> None:
