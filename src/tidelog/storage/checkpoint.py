@@ -4,7 +4,8 @@ Layout (UTF-8 text, `\\n` line ends)::
 
     line 1   version        "0"
     line 2   entry count    decimal, equal to the number of lines that follow
-    line 3+  one entry per line, fields separated by one space; which fields depends on the file:
+    line 3+  one entry per line, fields separated by a space (read: any whitespace run, as Kafka);
+             which fields depends on the file:
                recovery-point-offset-checkpoint   <topic> <partition> <offset>   (per data dir)
                log-start-offset-checkpoint        <topic> <partition> <offset>   (per data dir)
                replication-offset-checkpoint      <topic> <partition> <hw>       (hw_checkpoint.py)
@@ -54,7 +55,7 @@ def read_entries(path: Path, fields: int) -> list[tuple[str, ...]]:
         count = int(lines[1])
         if count != len(lines) - 2:
             raise ValueError(f"count {count} but {len(lines) - 2} entries")
-        entries = [tuple(line.split(" ")) for line in lines[2:]]
+        entries = [tuple(line.split()) for line in lines[2:]]  # Kafka splits on \s+
         for entry in entries:
             if len(entry) != fields:
                 raise ValueError(f"{len(entry)} fields in {' '.join(entry)!r}, not {fields}")
