@@ -23,24 +23,14 @@ import time
 import uuid
 from pathlib import Path
 
-from broker_bench import Server, queue_batch, value_pool
+from broker_bench import PRODUCER_CONFIG, Server, queue_batch, value_pool
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tidelog.cluster.zookeeper_server import ZooKeeperConfig, ZooKeeperServer, free_port
 
 TOPIC = "seed-1p"
-CONFIG = {
-    "acks": "all",
-    "linger.ms": 20,
-    "batch.size": 1_000_000,
-    "batch.num.messages": 1_000_000,
-    "compression.type": "none",
-    "queue.buffering.max.messages": 2_000_000,
-    "queue.buffering.max.kbytes": 2_000_000,
-    "message.max.bytes": 1_000_000,
-    "enable.idempotence": False,
-}
+CONFIG = {**PRODUCER_CONFIG, "acks": "all"}  # the broker bench's producer, acks=all
 
 
 def serve(data_dir: Path, zookeeper: str | None = None, node_id: int = 0) -> Server:

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from tidelog.cluster.hw_checkpoint import (
+from tidelog.cluster.placement import check_leader_epoch
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.storage.hw_checkpoint import (
     CHECKPOINT_FILE,
     read_high_watermarks,
     write_high_watermarks,
 )
-from tidelog.cluster.placement import check_leader_epoch
-from tidelog.errors import ErrorCode, KafkaError
 from tidelog.types import TopicPartition
 
 

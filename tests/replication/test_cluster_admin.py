@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 from kazoo.client import KazooClient
 
-from tidelog.cluster.hw_checkpoint import CHECKPOINT_FILE
+from tidelog.storage.hw_checkpoint import CHECKPOINT_FILE
 
 from . import raw_requests
 from .harness import Cluster

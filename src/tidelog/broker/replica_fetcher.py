@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 from kio.serial import entity_reader, entity_writer
 
 from tidelog.broker import clock, responses
-from tidelog.cluster.leader_epochs import UNDEFINED
 from tidelog.errors import ErrorCode, KafkaError, TidelogError
 from tidelog.protocol.codec import request_schema, response_schema
 from tidelog.records.batch import split_batches
+from tidelog.storage.leader_epochs import UNDEFINED
 
 if TYPE_CHECKING:
     from tidelog.broker.replication import ReplicaState, Replication

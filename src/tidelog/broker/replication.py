@@ -32,11 +32,11 @@ from tidelog.broker import clock
 from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings, ClusterView, topic_uuid
 from tidelog.broker.group_cluster import OFFSETS_TOPIC
 from tidelog.cluster import placement
-from tidelog.cluster.hw_checkpoint import read_high_watermarks, write_high_watermarks
-from tidelog.cluster.leader_epochs import LeaderEpochCache
 from tidelog.cluster.zk_layout import NO_LEADER, PartitionState
 from tidelog.cluster.zk_store import VersionedState
 from tidelog.errors import ErrorCode, KafkaError
+from tidelog.storage.hw_checkpoint import read_high_watermarks, write_high_watermarks
+from tidelog.storage.leader_epochs import LeaderEpochCache
 from tidelog.storage.log import PartitionLog
 from tidelog.types import TopicPartition
 

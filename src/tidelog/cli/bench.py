@@ -8,9 +8,11 @@ Exit status 1 when a count check fails. See tidelog.cli.perf for what each mode 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import click
 from rich.console import Console
@@ -24,7 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from tidelog.cli import perf
+from tidelog.cli import perf, perf_e2e
 from tidelog.cli.client import (
     ToolError,
     bootstrap_option,
@@ -38,71 +40,136 @@ F = TypeVar("F", bound=Callable[..., Any])
 out = Console(highlight=False)
 
 
-def _workload_options(func: F) -> F:
-    options = [
-        bootstrap_option,
-        click.option("--topic", "-t", default="tidelog-bench", show_default=True),
-        click.option(
-            "--partitions",
-            default=1,
-            show_default=True,
-            type=click.IntRange(min=1),
-            help="Partitions when the topic is created.",
-        ),
-        click.option(
-            "--messages",
-            "-n",
-            type=click.IntRange(min=1),
-            default=None,
-            help=f"Messages (default {perf.SEED_MESSAGES:,}; --quick {perf.QUICK_MESSAGES:,}).",
-        ),
-        click.option("--quick", is_flag=True, help=f"{perf.QUICK_MESSAGES:,} messages."),
-        click.option("--min-size", default=200, show_default=True, type=click.IntRange(min=0)),
-        click.option("--max-size", default=300, show_default=True, type=click.IntRange(min=0)),
-        click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
-    ]
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The options every `tidelog bench` mode takes (`@workload_options`)."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    count: int
+    min_size: int
+    max_size: int
+    as_json: bool
+
+    def pool(self, floor_bytes: int = 0) -> perf.ValuePool:
+        """The value pool; `floor_bytes` raises both sizes (e2e stamps 8 bytes in each)."""
+        min_size, max_size = max(self.min_size, floor_bytes), max(self.max_size, floor_bytes)
+        if min_size > max_size:
+            raise click.BadParameter(
+                f"{min_size} > --max-size {max_size}", param_hint="'--min-size'"
+            )
+        return perf.ValuePool.generate(min_size, max_size)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerSettings:
+    """The producer options of `bench produce` and `bench e2e` (`@producer_options`)."""
+
+    acks: str
+    compression: str
+    rate: float
+    extra: tuple[str, ...]
+
+    def extra_settings(self) -> dict[str, str]:
+        return parse_properties(self.extra, "-X")
+
+
+def _add_options(func: Callable[..., Any], options: list[Callable[[F], F]]) -> None:
     for option in reversed(options):
-        func = option(func)
-    return func
+        option(func)
 
 
-def _producer_options(func: F) -> F:
-    options = [
-        click.option(
-            "--acks", type=click.Choice(["0", "1", "all", "-1"]), default="1", show_default=True
-        ),
-        click.option(
-            "--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True
-        ),
-        click.option(
-            "--rate",
-            type=click.FloatRange(min=0),
-            default=0.0,
-            help="Offered load in msg/s (0 = as fast as possible).",
-        ),
-        click.option(
-            "-X",
-            "extra",
-            multiple=True,
-            metavar="KEY=VALUE",
-            help="Extra librdkafka producer setting (repeatable).",
-        ),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+def workload_options(func: F) -> F:
+    """-b, --topic, --partitions, -n/--quick, --min-size/--max-size, --json, handed to the
+    command as one `workload: Workload` argument."""
+
+    @functools.wraps(func)
+    def command(
+        *,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        messages: int | None,
+        quick: bool,
+        min_size: int,
+        max_size: int,
+        as_json: bool,
+        **rest: Any,
+    ) -> Any:
+        if messages is None:
+            messages = perf.QUICK_MESSAGES if quick else perf.SEED_MESSAGES
+        workload = Workload(bootstrap, topic, partitions, messages, min_size, max_size, as_json)
+        return func(workload=workload, **rest)
+
+    _add_options(
+        command,
+        [
+            bootstrap_option,
+            click.option("--topic", "-t", default="tidelog-bench", show_default=True),
+            click.option(
+                "--partitions",
+                default=1,
+                show_default=True,
+                type=click.IntRange(min=1),
+                help="Partitions when the topic is created.",
+            ),
+            click.option(
+                "--messages",
+                "-n",
+                type=click.IntRange(min=1),
+                default=None,
+                help=f"Messages (default {perf.SEED_MESSAGES:,}; --quick {perf.QUICK_MESSAGES:,}).",
+            ),
+            click.option("--quick", is_flag=True, help=f"{perf.QUICK_MESSAGES:,} messages."),
+            click.option("--min-size", default=200, show_default=True, type=click.IntRange(min=0)),
+            click.option("--max-size", default=300, show_default=True, type=click.IntRange(min=0)),
+            click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
+        ],
+    )
+    return cast(F, command)
 
 
-def _count(messages: int | None, quick: bool) -> int:
-    if messages is not None:
-        return messages
-    return perf.QUICK_MESSAGES if quick else perf.SEED_MESSAGES
+def producer_options(func: F) -> F:
+    """--acks, --compression, --rate, -X, handed to the command as `producer: ProducerSettings`."""
 
+    @functools.wraps(func)
+    def command(
+        *, acks: str, compression: str, rate: float, extra: tuple[str, ...], **rest: Any
+    ) -> Any:
+        return func(producer=ProducerSettings(acks, compression, rate, extra), **rest)
 
-def _pool(min_size: int, max_size: int) -> perf.ValuePool:
-    if min_size > max_size:
-        raise click.BadParameter(f"{min_size} > --max-size {max_size}", param_hint="'--min-size'")
-    return perf.ValuePool.generate(min_size, max_size)
+    _add_options(
+        command,
+        [
+            click.option(
+                "--acks",
+                type=click.Choice(["0", "1", "all", "-1"]),
+                default="1",
+                show_default=True,
+            ),
+            click.option(
+                "--compression",
+                type=click.Choice(COMPRESSIONS),
+                default="none",
+                show_default=True,
+            ),
+            click.option(
+                "--rate",
+                type=click.FloatRange(min=0),
+                default=0.0,
+                help="Offered load in msg/s (0 = as fast as possible).",
+            ),
+            click.option(
+                "-X",
+                "extra",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="Extra librdkafka producer setting (repeatable).",
+            ),
+        ],
+    )
+    return cast(F, command)
 
 
 def _progress(label: str, total: int, as_json: bool) -> Progress:
@@ -160,77 +227,72 @@ def bench_group() -> None:
 
 
 @bench_group.command("produce")
-@_workload_options
-@_producer_options
-def bench_produce(
-    bootstrap: str,
-    topic: str,
-    partitions: int,
-    messages: int | None,
-    quick: bool,
-    min_size: int,
-    max_size: int,
-    as_json: bool,
-    acks: str,
-    compression: str,
-    rate: float,
-    extra: tuple[str, ...],
-) -> None:
+@workload_options
+@producer_options
+def bench_produce(workload: Workload, producer: ProducerSettings) -> None:
     """Produce N messages as fast as possible (or at --rate) and wait for every ack."""
-    count = _count(messages, quick)
-    pool = _pool(min_size, max_size)
-    settings = parse_properties(extra, "-X")
-    check_reachable(bootstrap)
-    perf.ensure_topic(bootstrap, topic, partitions)
+    _run_producing("producing", perf.run_produce, workload, producer, workload.pool())
+
+
+@bench_group.command("e2e")
+@workload_options
+@producer_options
+def bench_e2e(workload: Workload, producer: ProducerSettings) -> None:
+    """Produce and consume at once; latency is send -> receive per message."""
+    pool = workload.pool(floor_bytes=perf.STAMP.size)
+    _run_producing("end to end", perf_e2e.run_e2e, workload, producer, pool)
+
+
+def _run_producing(
+    label: str,
+    runner: Callable[..., perf.BenchResult],
+    workload: Workload,
+    producer: ProducerSettings,
+    pool: perf.ValuePool,
+) -> None:
+    """The produce and e2e modes: same checks, same options, a different runner."""
+    settings = producer.extra_settings()
+    check_reachable(workload.bootstrap)
+    perf.ensure_topic(workload.bootstrap, workload.topic, workload.partitions)
     result = _run_with_progress(
-        "producing",
-        count,
-        as_json,
-        lambda progress: perf.run_produce(
-            bootstrap,
-            topic,
-            count,
+        label,
+        workload.count,
+        workload.as_json,
+        lambda progress: runner(
+            workload.bootstrap,
+            workload.topic,
+            workload.count,
             pool,
-            acks=acks,
-            compression=compression,
-            rate=rate,
+            acks=producer.acks,
+            compression=producer.compression,
+            rate=producer.rate,
             extra=settings,
             progress=progress,
         ),
     )
-    _report([result], as_json)
+    _report([result], workload.as_json)
 
 
 @bench_group.command("consume")
-@_workload_options
+@workload_options
 @click.option("--group", "-g", help="Consumer group (default: a fresh one per run).")
-def bench_consume(
-    bootstrap: str,
-    topic: str,
-    partitions: int,
-    messages: int | None,
-    quick: bool,
-    min_size: int,
-    max_size: int,
-    as_json: bool,
-    group: str | None,
-) -> None:
+def bench_consume(workload: Workload, group: str | None) -> None:
     """Read N messages in a group, committing synchronously after every poll batch.
 
     When the topic holds fewer than N messages the missing backlog is produced first."""
-    count = _count(messages, quick)
+    bootstrap, topic, count = workload.bootstrap, workload.topic, workload.count
     check_reachable(bootstrap)
-    created = perf.ensure_topic(bootstrap, topic, partitions)
+    created = perf.ensure_topic(bootstrap, topic, workload.partitions)
     stored = sum(high - low for low, high in perf.watermarks(bootstrap, topic).values())
     results: list[perf.BenchResult] = []
     expected_bytes: int | None = None
     if stored < count:
-        pool = _pool(min_size, max_size)
+        pool = workload.pool()
         missing = count - stored
         seeded = _run_with_progress(
             "seeding backlog",
             missing,
-            as_json,
+            workload.as_json,
             lambda progress: perf.run_produce(bootstrap, topic, missing, pool, progress=progress),
         )
         results.append(seeded)
@@ -240,7 +302,7 @@ def bench_consume(
         _run_with_progress(
             "consuming",
             count,
-            as_json,
+            workload.as_json,
             lambda progress: perf.run_consume(
                 bootstrap,
                 topic,
@@ -251,46 +313,4 @@ def bench_consume(
             ),
         )
     )
-    _report(results, as_json)
-
-
-@bench_group.command("e2e")
-@_workload_options
-@_producer_options
-def bench_e2e(
-    bootstrap: str,
-    topic: str,
-    partitions: int,
-    messages: int | None,
-    quick: bool,
-    min_size: int,
-    max_size: int,
-    as_json: bool,
-    acks: str,
-    compression: str,
-    rate: float,
-    extra: tuple[str, ...],
-) -> None:
-    """Produce and consume at once; latency is send -> receive per message."""
-    count = _count(messages, quick)
-    pool = _pool(max(min_size, 8), max(max_size, 8))
-    settings = parse_properties(extra, "-X")
-    check_reachable(bootstrap)
-    perf.ensure_topic(bootstrap, topic, partitions)
-    result = _run_with_progress(
-        "end to end",
-        count,
-        as_json,
-        lambda progress: perf.run_e2e(
-            bootstrap,
-            topic,
-            count,
-            pool,
-            acks=acks,
-            compression=compression,
-            rate=rate,
-            extra=settings,
-            progress=progress,
-        ),
-    )
-    _report([result], as_json)
+    _report(results, workload.as_json)

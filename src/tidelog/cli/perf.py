@@ -7,8 +7,9 @@
 - consume: a consumer in a fresh group reads N messages from the earliest offset, touches every
   value (sums lengths) and commits synchronously after every poll batch; the clock starts at the
   first message and stops when the last commit is acknowledged. Latency = commit round trip.
-- e2e: a producer thread stamps `perf_counter_ns()` into the first 8 bytes of each value; the
-  consumer (same process, assigned partitions, no group) measures send -> receive per message.
+- e2e (perf_e2e.py, Kafka's EndToEndLatency): a producer thread stamps `perf_counter_ns()` into
+  the first 8 bytes of each value; the consumer (same process, assigned partitions, no group)
+  measures send -> receive per message.
 
 Every run checks its counts: acknowledged == N and the partitions' high watermarks advanced by N
 (produce); N read and the final commit covers exactly N offsets (consume); N received with the
@@ -20,7 +21,6 @@ from __future__ import annotations
 import random
 import resource
 import struct
-import threading
 import time
 from array import array
 from collections.abc import Callable
@@ -39,7 +39,7 @@ SEED_MESSAGES = 4_000_000
 QUICK_MESSAGES = 200_000
 POOL_SIZE = 4096
 IDLE_TIMEOUT_S = 30.0
-_STAMP = struct.Struct(">q")
+STAMP = struct.Struct(">q")  # e2e: perf_counter_ns() at send, in the value's first 8 bytes
 
 Progress = Callable[[int], None]
 
@@ -113,7 +113,7 @@ def percentiles_ms(samples_s: array[float] | list[float]) -> dict[str, float]:
     }
 
 
-def _cpu_s() -> float:
+def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
@@ -154,7 +154,7 @@ def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
         consumer.close()
 
 
-class _Deliveries:
+class Deliveries:
     """Delivery-report sink; a slotted object is the cheapest per-message callback target."""
 
     __slots__ = ("acked", "acked_bytes", "failed", "first_error", "latencies")
@@ -180,7 +180,7 @@ class _Deliveries:
 
 
 def producer_config(
-    bootstrap: str, acks: str, compression: str, extra: dict[str, str], deliveries: _Deliveries
+    bootstrap: str, acks: str, compression: str, extra: dict[str, str], deliveries: Deliveries
 ) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "acks": acks,
@@ -194,7 +194,7 @@ def producer_config(
     return base_config(bootstrap, **settings)
 
 
-def _send_all(
+def send_all(
     producer: Any,
     topic: str,
     count: int,
@@ -212,7 +212,7 @@ def _send_all(
     for k in range(count):
         value = values[k % size]
         if stamp:
-            value = _STAMP.pack(time.perf_counter_ns()) + value[8:]
+            value = STAMP.pack(time.perf_counter_ns()) + value[8:]
         while True:
             try:
                 produce(topic, value)
@@ -243,17 +243,17 @@ def run_produce(
 ) -> BenchResult:
     from confluent_kafka import Producer
 
-    deliveries = _Deliveries()
+    deliveries = Deliveries()
     producer = Producer(producer_config(bootstrap, acks, compression, extra or {}, deliveries))
     before = watermarks(bootstrap, topic)
-    cpu_before = _cpu_s()
+    cpu_before = cpu_seconds()
     started = time.perf_counter()
-    _send_all(producer, topic, count, pool, rate, progress)
+    send_all(producer, topic, count, pool, rate, progress)
     while producer.flush(1.0):
         if time.perf_counter() - started > IDLE_TIMEOUT_S + count / 10_000:
             break
     seconds = time.perf_counter() - started
-    cpu = _cpu_s() - cpu_before
+    cpu = cpu_seconds() - cpu_before
     after = watermarks(bootstrap, topic)
     advanced = sum(after[p][1] - before.get(p, (0, 0))[1] for p in after)
     result = BenchResult(
@@ -311,7 +311,7 @@ def run_consume(
     )
     commit_latencies: list[float] = []
     consumed = consumed_bytes = 0
-    cpu_before = _cpu_s()
+    cpu_before = cpu_seconds()
     subscribed = time.perf_counter()
     started = 0.0
     idle_since = subscribed
@@ -341,7 +341,7 @@ def run_consume(
             commit_latencies.append(time.perf_counter() - commit_started)
             progress(len(batch))
         seconds = time.perf_counter() - started
-        cpu = _cpu_s() - cpu_before
+        cpu = cpu_seconds() - cpu_before
         committed = consumer.committed(consumer.assignment(), timeout=10.0)
     finally:
         consumer.close()
@@ -362,85 +362,4 @@ def run_consume(
         client_cpu_s_per_million=cpu / max(count, 1) * 1e6,
         checks=checks,
         notes=[f"group {group_id}; first message {started - subscribed:.2f}s after subscribe"],
-    )
-
-
-def run_e2e(
-    bootstrap: str,
-    topic: str,
-    count: int,
-    pool: ValuePool,
-    *,
-    acks: str = "1",
-    compression: str = "none",
-    rate: float = 0.0,
-    extra: dict[str, str] | None = None,
-    progress: Progress = lambda n: None,
-) -> BenchResult:
-    from confluent_kafka import Consumer, Producer, TopicPartition
-
-    if min(len(v) for v in pool.values) < _STAMP.size:
-        raise ToolError("e2e needs values of at least 8 bytes (--min-size 8)")
-    start = {p: high for p, (_, high) in watermarks(bootstrap, topic).items()}
-    consumer = Consumer(
-        base_config(
-            bootstrap,
-            **{
-                "group.id": f"tidelog-bench-e2e-{time.time_ns()}",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 10,
-            },
-        )
-    )
-    consumer.assign([TopicPartition(topic, p, offset) for p, offset in start.items()])
-    deliveries = _Deliveries()
-    producer = Producer(producer_config(bootstrap, acks, compression, extra or {}, deliveries))
-
-    def send() -> None:
-        _send_all(producer, topic, count, pool, rate, lambda n: None, stamp=True)
-        producer.flush(IDLE_TIMEOUT_S)
-
-    latencies: array[float] = array("d")
-    received = received_bytes = 0
-    cpu_before = _cpu_s()
-    started = time.perf_counter()
-    sender = threading.Thread(target=send, name="bench-e2e-producer", daemon=True)
-    sender.start()
-    idle_since = started
-    try:
-        while received < count:
-            batch = consumer.consume(num_messages=min(10_000, count - received), timeout=0.5)
-            now_ns = time.perf_counter_ns()
-            if not batch:
-                if time.perf_counter() - idle_since > IDLE_TIMEOUT_S:
-                    raise ToolError(f"only {received:,} of {count:,} messages arrived")
-                continue
-            idle_since = time.perf_counter()
-            for message in batch:
-                if message.error() is not None:
-                    raise ToolError(f"consume failed: {kafka_error_text(message.error())}")
-                value = message.value() or b""
-                received_bytes += len(value)
-                latencies.append((now_ns - _STAMP.unpack_from(value)[0]) / 1e9)
-            received += len(batch)
-            progress(len(batch))
-        seconds = time.perf_counter() - started
-        cpu = _cpu_s() - cpu_before
-    finally:
-        sender.join(IDLE_TIMEOUT_S)
-        consumer.close()
-    return BenchResult(
-        mode="e2e",
-        topic=topic,
-        messages=received,
-        bytes=received_bytes,
-        seconds=seconds,
-        latency_kind="send->receive",
-        latency_ms=percentiles_ms(latencies),
-        client_cpu_s_per_million=cpu / max(count, 1) * 1e6,
-        checks={
-            "received == sent": received == count,
-            "acked == sent": deliveries.acked == count and deliveries.failed == 0,
-            "bytes == expected": received_bytes == pool.total_bytes(count),
-        },
     )

@@ -117,6 +117,23 @@ def _kafka_error(error: BaseException) -> KafkaError | None:
     return None
 
 
+def _topic_change_done(
+    future: Future[None], name: str, action: str, timeout: float, tolerated: int | None
+) -> bool:
+    """Wait for a create/delete of topic `name`: True once done, False when it failed with
+    the `tolerated` error code (--if-not-exists, --if-exists); any other failure exits."""
+    try:
+        future.result(timeout=timeout)
+    except KafkaException as error:
+        kafka_error = _kafka_error(error)
+        if tolerated is not None and kafka_error is not None and kafka_error.code() == tolerated:
+            return False
+        _fail(f"cannot {action} topic {name!r}: {_describe_error(error)}")
+    except TimeoutError:
+        _fail(f"cannot {action} topic {name!r}: no answer from the broker within {timeout:g} s")
+    return True
+
+
 def _describe_error(error: BaseException) -> str:
     kafka_error = _kafka_error(error)
     if kafka_error is None:
@@ -210,20 +227,10 @@ def create(
         request_timeout=timeout,
         validate_only=validate_only,
     )
-    try:
-        futures[name].result(timeout=timeout)
-    except KafkaException as error:
-        kafka_error = _kafka_error(error)
-        if (
-            if_not_exists
-            and kafka_error is not None
-            and kafka_error.code() == KafkaError.TOPIC_ALREADY_EXISTS
-        ):
-            click.echo(f"topic {name!r} already exists")
-            return
-        _fail(f"cannot create topic {name!r}: {_describe_error(error)}")
-    except TimeoutError:
-        _fail(f"cannot create topic {name!r}: no answer from the broker within {timeout:g} s")
+    tolerated = KafkaError.TOPIC_ALREADY_EXISTS if if_not_exists else None
+    if not _topic_change_done(futures[name], name, "create", timeout, tolerated):
+        click.echo(f"topic {name!r} already exists")
+        return
     verb = "would be created (validate only)" if validate_only else "created"
     click.echo(f"topic {name!r} {verb}")
 
@@ -379,18 +386,8 @@ def delete(name: str, if_exists: bool, bootstrap: str, timeout: float) -> None:
     """Delete topic NAME and all of its data."""
     admin = _admin(bootstrap, timeout)
     futures = admin.delete_topics([name], operation_timeout=timeout, request_timeout=timeout)
-    try:
-        futures[name].result(timeout=timeout)
-    except KafkaException as error:
-        kafka_error = _kafka_error(error)
-        if (
-            if_exists
-            and kafka_error is not None
-            and kafka_error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-        ):
-            click.echo(f"topic {name!r} does not exist")
-            return
-        _fail(f"cannot delete topic {name!r}: {_describe_error(error)}")
-    except TimeoutError:
-        _fail(f"cannot delete topic {name!r}: no answer from the broker within {timeout:g} s")
+    tolerated = KafkaError.UNKNOWN_TOPIC_OR_PART if if_exists else None
+    if not _topic_change_done(futures[name], name, "delete", timeout, tolerated):
+        click.echo(f"topic {name!r} does not exist")
+        return
     click.echo(f"topic {name!r} deleted")

@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from tidelog.coordinator.messages import DescribedGroup, DescribedMember, ListedGroup
 from tidelog.coordinator.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -187,6 +188,39 @@ class ConsumerGroup:
             if member_id != excluding:
                 owned |= _flatten(member.assigned) | _flatten(member.pending_revocation)
         return owned
+
+    def describe(self, default_assignor: str) -> DescribedGroup:
+        """ConsumerGroupDescribe's view (Kafka's ConsumerGroup.asDescribedGroup); the assignor
+        named is the one most members ask for, else `default_assignor`."""
+        votes = [m.server_assignor for m in self.members.values() if m.server_assignor]
+        members = tuple(
+            DescribedMember(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                member_epoch=m.member_epoch,
+                subscribed_topic_names=m.subscribed_topic_names,
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                assigned=to_topic_partitions(m.assigned),
+                target=to_topic_partitions(self.target.get(m.member_id, {})),
+            )
+            for m in self.members.values()
+        )
+        return DescribedGroup(
+            self.group_id,
+            ErrorCode.NONE,
+            self.state(),
+            "consumer",
+            group_type="consumer",
+            group_epoch=self.group_epoch,
+            assignment_epoch=self.assignment_epoch,
+            assignor_name=max(set(votes), key=votes.count) if votes else default_assignor,
+            members=members,
+        )
+
+    def listed(self) -> ListedGroup:
+        return ListedGroup(self.group_id, "consumer", self.state(), "consumer")
 
     def validate_epoch(self, member_id: str, member_epoch: int) -> ErrorCode:
         """OffsetCommit v9+ / OffsetFetch v9+ member checks for consumer groups.

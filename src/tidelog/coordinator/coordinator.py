@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tidelog.coordinator import classic, classic_sync, consumer_heartbeat
-from tidelog.coordinator.consumer_group import ConsumerGroup, to_topic_partitions
+from tidelog.coordinator.consumer_group import ConsumerGroup
 from tidelog.coordinator.group import ClassicGroup, GroupState, validate_commit
 from tidelog.coordinator.messages import (
     HEARTBEAT_TIMER,
@@ -22,7 +22,6 @@ from tidelog.coordinator.messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     DescribedGroup,
-    DescribedMember,
     GroupConfig,
     HeartbeatRequest,
     JoinGroupRequest,
@@ -352,8 +351,8 @@ class GroupCoordinatorShard:
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
         listed = []
-        for group_id, group in sorted(self.groups.items()):
-            item = self._listed(group_id, group)
+        for _, group in sorted(self.groups.items()):
+            item = group.listed()
             if wanted_states and item.state.lower() not in wanted_states:
                 continue
             if wanted_types and item.group_type not in wanted_types:
@@ -361,67 +360,15 @@ class GroupCoordinatorShard:
             listed.append(item)
         return listed
 
-    @staticmethod
-    def _listed(group_id: str, group: Group) -> ListedGroup:
-        if isinstance(group, ConsumerGroup):
-            return ListedGroup(group_id, "consumer", group.state(), "consumer")
-        return ListedGroup(group_id, group.protocol_type or "", group.state.value, "classic")
-
     def describe_group(self, group_id: str) -> DescribedGroup:
         group = self.groups.get(group_id)
         if not isinstance(group, ClassicGroup):
             error = ErrorCode.NONE if group is None else ErrorCode.GROUP_ID_NOT_FOUND
             return DescribedGroup(group_id, error)
-        stable = group.state is GroupState.STABLE
-        members = tuple(
-            DescribedMember(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.metadata(group.protocol_name) if stable else b"",
-                m.assignment if stable else b"",
-            )
-            for m in group.members.values()
-        )
-        return DescribedGroup(
-            group_id,
-            ErrorCode.NONE,
-            group.state.value,
-            group.protocol_type or "",
-            (group.protocol_name or "") if stable else "",
-            members=members,
-        )
+        return group.describe()
 
     def describe_consumer_group(self, group_id: str) -> DescribedGroup:
         group = self.groups.get(group_id)
         if not isinstance(group, ConsumerGroup):
             return DescribedGroup(group_id, ErrorCode.GROUP_ID_NOT_FOUND, group_type="consumer")
-        votes = [m.server_assignor for m in group.members.values() if m.server_assignor]
-        members = tuple(
-            DescribedMember(
-                m.member_id,
-                m.instance_id,
-                m.client_id,
-                m.client_host,
-                member_epoch=m.member_epoch,
-                subscribed_topic_names=m.subscribed_topic_names,
-                subscribed_topic_regex=m.subscribed_topic_regex,
-                assigned=to_topic_partitions(m.assigned),
-                target=to_topic_partitions(group.target.get(m.member_id, {})),
-            )
-            for m in group.members.values()
-        )
-        return DescribedGroup(
-            group_id,
-            ErrorCode.NONE,
-            group.state(),
-            "consumer",
-            group_type="consumer",
-            group_epoch=group.group_epoch,
-            assignment_epoch=group.assignment_epoch,
-            assignor_name=max(set(votes), key=votes.count)
-            if votes
-            else self.config.consumer_assignors[0],
-            members=members,
-        )
+        return group.describe(self.config.consumer_assignors[0])

@@ -19,6 +19,7 @@ import enum
 import struct
 from dataclasses import dataclass, field
 
+from tidelog.coordinator.messages import DescribedGroup, DescribedMember, ListedGroup
 from tidelog.coordinator.records import GroupMetadataValue, MemberMetadata
 from tidelog.errors import ErrorCode
 
@@ -154,6 +155,33 @@ class ClassicGroup:
                 return None
             topics.update(parsed)
         return topics
+
+    def describe(self) -> DescribedGroup:
+        """DescribeGroups' view (Kafka's ClassicGroup.describe): protocol, metadata and
+        assignments only while the group is stable."""
+        stable = self.state is GroupState.STABLE
+        members = tuple(
+            DescribedMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(self.protocol_name) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in self.members.values()
+        )
+        return DescribedGroup(
+            self.group_id,
+            ErrorCode.NONE,
+            self.state.value,
+            self.protocol_type or "",
+            (self.protocol_name or "") if stable else "",
+            members=members,
+        )
+
+    def listed(self) -> ListedGroup:
+        return ListedGroup(self.group_id, self.protocol_type or "", self.state.value, "classic")
 
     def to_record(self, now_ms: int) -> GroupMetadataValue:
         return GroupMetadataValue(

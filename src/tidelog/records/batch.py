@@ -18,14 +18,19 @@ Batch layout (big-endian; offsets are byte positions from the start of the batch
    61  records...                    (compressed as one block when the codec is not none)
 
 The broker never decodes records on the produce path (ARCHITECTURE D2): it validates the
-header and CRC here, rewrites baseOffset / partitionLeaderEpoch in place, and appends the bytes.
+header and CRC here, rewrites baseOffset / partitionLeaderEpoch in place (and, for
+LogAppendTime topics, attributes + maxTimestamp + the CRC), and appends the bytes. The field
+positions below (`*_POSITION`) and `HEADER_STRUCT` are the one copy of this layout: the
+builder, the log validator, the segment and the cleaner use them.
 """
 
 from __future__ import annotations
 
 import enum
+import mmap
 import struct
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import crc32c as _crc32c
 
@@ -36,11 +41,31 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLen
 MAGIC_V2 = 2
 CRC_START = 21  # the CRC covers attributes .. end of batch
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+# Byte positions of the header fields (the table above).
+BASE_OFFSET_POSITION = 0
+BATCH_LENGTH_POSITION = 8
+LEADER_EPOCH_POSITION = 12
+MAGIC_POSITION = 16
+CRC_POSITION = 17
+ATTRIBUTES_POSITION = 21
+LAST_OFFSET_DELTA_POSITION = 23
+BASE_TIMESTAMP_POSITION = 27
+MAX_TIMESTAMP_POSITION = 35
+PRODUCER_ID_POSITION = 43
+PRODUCER_EPOCH_POSITION = 51
+BASE_SEQUENCE_POSITION = 53
+RECORDS_COUNT_POSITION = 57
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+assert HEADER_STRUCT.size == HEADER_SIZE
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
 _MAX_TIMESTAMP = struct.Struct(">q")
+_ATTRIBUTES = struct.Struct(">h")
+_CRC = struct.Struct(">I")
 
 ATTR_CODEC_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
@@ -101,56 +126,56 @@ class RecordBatch:
 
     @property
     def partition_leader_epoch(self) -> int:
-        value: int = _LEADER_EPOCH.unpack_from(self.buffer, 12)[0]
+        value: int = _LEADER_EPOCH.unpack_from(self.buffer, LEADER_EPOCH_POSITION)[0]
         return value
 
     @property
     def magic(self) -> int:
-        return int(self.buffer[16])
+        return int(self.buffer[MAGIC_POSITION])
 
     @property
     def crc(self) -> int:
-        value: int = struct.unpack_from(">I", self.buffer, 17)[0]
+        value: int = struct.unpack_from(">I", self.buffer, CRC_POSITION)[0]
         return value
 
     @property
     def attributes(self) -> int:
-        value: int = struct.unpack_from(">h", self.buffer, 21)[0]
+        value: int = struct.unpack_from(">h", self.buffer, ATTRIBUTES_POSITION)[0]
         return value
 
     @property
     def last_offset_delta(self) -> int:
-        value: int = struct.unpack_from(">i", self.buffer, 23)[0]
+        value: int = struct.unpack_from(">i", self.buffer, LAST_OFFSET_DELTA_POSITION)[0]
         return value
 
     @property
     def base_timestamp(self) -> int:
-        value: int = struct.unpack_from(">q", self.buffer, 27)[0]
+        value: int = struct.unpack_from(">q", self.buffer, BASE_TIMESTAMP_POSITION)[0]
         return value
 
     @property
     def max_timestamp(self) -> int:
-        value: int = _MAX_TIMESTAMP.unpack_from(self.buffer, 35)[0]
+        value: int = _MAX_TIMESTAMP.unpack_from(self.buffer, MAX_TIMESTAMP_POSITION)[0]
         return value
 
     @property
     def producer_id(self) -> int:
-        value: int = struct.unpack_from(">q", self.buffer, 43)[0]
+        value: int = struct.unpack_from(">q", self.buffer, PRODUCER_ID_POSITION)[0]
         return value
 
     @property
     def producer_epoch(self) -> int:
-        value: int = struct.unpack_from(">h", self.buffer, 51)[0]
+        value: int = struct.unpack_from(">h", self.buffer, PRODUCER_EPOCH_POSITION)[0]
         return value
 
     @property
     def base_sequence(self) -> int:
-        value: int = struct.unpack_from(">i", self.buffer, 53)[0]
+        value: int = struct.unpack_from(">i", self.buffer, BASE_SEQUENCE_POSITION)[0]
         return value
 
     @property
     def records_count(self) -> int:
-        value: int = struct.unpack_from(">i", self.buffer, 57)[0]
+        value: int = struct.unpack_from(">i", self.buffer, RECORDS_COUNT_POSITION)[0]
         return value
 
     # --- derived -------------------------------------------------------------------------
@@ -225,10 +250,19 @@ class RecordBatch:
 
     # --- in-place rewrites (not under the CRC) -------------------------------------------
     def set_base_offset(self, base_offset: int) -> None:
-        _BASE_OFFSET.pack_into(self.buffer, 0, base_offset)
+        _BASE_OFFSET.pack_into(self.buffer, BASE_OFFSET_POSITION, base_offset)
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
-        _LEADER_EPOCH.pack_into(self.buffer, 12, epoch)
+        _LEADER_EPOCH.pack_into(self.buffer, LEADER_EPOCH_POSITION, epoch)
+
+    def set_log_append_time(self, now_ms: int) -> None:
+        """message.timestamp.type=LogAppendTime: set the timestamp-type bit, stamp maxTimestamp
+        and recompute the CRC (both fields are under it). Records keep their deltas: readers
+        use maxTimestamp for every record of a LogAppendTime batch."""
+        buffer = self.buffer
+        _ATTRIBUTES.pack_into(buffer, ATTRIBUTES_POSITION, self.attributes | ATTR_TIMESTAMP_TYPE)
+        _MAX_TIMESTAMP.pack_into(buffer, MAX_TIMESTAMP_POSITION, now_ms)
+        _CRC.pack_into(buffer, CRC_POSITION, crc32c(buffer[CRC_START : self.size]))
 
     def __repr__(self) -> str:
         return (
@@ -236,6 +270,34 @@ class RecordBatch:
             f"{self.last_offset_delta}, count={self.records_count}, size={self.size}, "
             f"codec={self.attributes & ATTR_CODEC_MASK})"
         )
+
+
+class BatchHeader(NamedTuple):
+    """The header fields the log needs to index and scan, plus the batch's file position."""
+
+    position: int
+    base_offset: int
+    size: int
+    last_offset_delta: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+
+def read_batch_header(
+    buffer: bytes | bytearray | memoryview | mmap.mmap, offset: int, position: int
+) -> BatchHeader:
+    """The header at `buffer[offset:]` (HEADER_SIZE bytes must be there) of the batch at file
+    `position`. Checks nothing: callers check size and magic."""
+    (base, length, _, _, _, _, delta, _, max_ts, pid, epoch, seq, _) = HEADER_STRUCT.unpack_from(
+        buffer, offset
+    )
+    return BatchHeader(position, base, length + LOG_OVERHEAD, delta, max_ts, pid, epoch, seq)
 
 
 def peek_batch_size(buffer: bytes | bytearray | memoryview, position: int = 0) -> int:

@@ -29,8 +29,10 @@ from tidelog.records.batch import (
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
+    CRC_POSITION,
     CRC_START,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC_V2,
     Codec,
@@ -40,9 +42,6 @@ from tidelog.records.batch import (
 from tidelog.records.codecs import compress
 from tidelog.records.varint import encode_varint
 
-# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
-# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
 _NULL = encode_varint(-1)
 
@@ -139,7 +138,7 @@ def build_batch(
 
     buffer = bytearray(HEADER_SIZE + len(payload))
     try:
-        _HEADER.pack_into(
+        HEADER_STRUCT.pack_into(
             buffer,
             0,
             base_offset,
@@ -159,5 +158,5 @@ def build_batch(
     except struct.error as error:
         raise ValueError(f"batch header field out of range: {error}") from None
     buffer[HEADER_SIZE:] = payload
-    _CRC.pack_into(buffer, 17, crc32c(memoryview(buffer)[CRC_START:]))
+    _CRC.pack_into(buffer, CRC_POSITION, crc32c(memoryview(buffer)[CRC_START:]))
     return buffer

@@ -30,9 +30,14 @@ from tidelog.records.batch import (
     ATTR_CODEC_MASK,
     ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
+    ATTRIBUTES_POSITION,
+    BASE_TIMESTAMP_POSITION,
+    BATCH_LENGTH_POSITION,
+    CRC_POSITION,
     CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    RECORDS_COUNT_POSITION,
     Codec,
     RecordBatch,
     crc32c,
@@ -175,9 +180,9 @@ def _rewrite(
     # Header bytes 0..60 of the original, then the fields that change.
     out = bytearray(batch.buffer[:HEADER_SIZE])
     out += payload
-    _BATCH_LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
-    _ATTRIBUTES.pack_into(out, 21, attributes)
-    _TIMESTAMPS.pack_into(out, 27, base_timestamp, max_timestamp)
-    _COUNT.pack_into(out, 57, len(kept))
-    _CRC.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
+    _BATCH_LENGTH.pack_into(out, BATCH_LENGTH_POSITION, len(out) - LOG_OVERHEAD)
+    _ATTRIBUTES.pack_into(out, ATTRIBUTES_POSITION, attributes)
+    _TIMESTAMPS.pack_into(out, BASE_TIMESTAMP_POSITION, base_timestamp, max_timestamp)
+    _COUNT.pack_into(out, RECORDS_COUNT_POSITION, len(kept))
+    _CRC.pack_into(out, CRC_POSITION, crc32c(memoryview(out)[CRC_START:]))
     return out

@@ -27,7 +27,7 @@ from pathlib import Path
 from tidelog.errors import CorruptRecordError
 from tidelog.records.batch import HEADER_SIZE, RecordBatch, iter_batches, peek_batch_size
 from tidelog.storage.config import LogConfig
-from tidelog.storage.producer_state import fsync_directory
+from tidelog.storage.durable import fsync_directory
 from tidelog.storage.segment import LogSegment, SegmentState
 
 CLEANED_SUFFIX = ".log.cleaned"
@@ -135,7 +135,7 @@ def install_cleaned_segment(
     segment.rebuild(validate=False, expected_offset=base_offset, sealed=True)
     segment.flush()
     segment.state = SegmentState.FLUSHED
-    # As LogSegment.load sets it for a sealed segment: reads skip a trailing gap either way.
+    # As recovery.load_segment sets it for a sealed segment: reads skip a trailing gap either way.
     segment.next_offset = end_offset if segment.size else base_offset
     swap_path.unlink()
     fsync_directory(directory)

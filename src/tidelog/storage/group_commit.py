@@ -11,7 +11,6 @@ A failed fsync takes the log offline for appends until a restart (`PartitionLog.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -84,12 +83,7 @@ class GroupCommit:
         try:
             ticket = log.flush_begin()
             started = self._clock_s() if self._clock_s is not None else 0.0
-            try:
-                for fd in ticket.fds:
-                    os.fsync(fd)
-            finally:
-                for fd in ticket.fds:
-                    os.close(fd)
+            ticket.fsync_and_close()
             if self._observe is not None and self._clock_s is not None:
                 self._observe(self._clock_s() - started)
             log.flush_end(ticket)

@@ -1,8 +1,9 @@
 """PartitionLog: one partition's segmented log (Kafka's UnifiedLog + LocalLog, minus replication).
 
-Assigns offsets (next = log_end_offset), validates batches by header and CRC only (D2), appends
-with one writev per request, rolls segments, serves reads as file slices for sendfile, applies
-retention, truncation and delete-records, and keeps idempotent-producer state.
+Has `log_validator.py` check batches by header and CRC only (D2) and number them (next =
+log_end_offset), appends with one writev per request, rolls segments, serves reads as file
+slices for sendfile, applies retention, truncation and delete-records, and keeps
+idempotent-producer state.
 
 Threads: everything runs on the caller's thread (the broker's event loop: calls are short,
 page-cache I/O) except `flush_begin` / `flush_end`, which the group-commit thread calls; the
@@ -13,26 +14,22 @@ from __future__ import annotations
 
 import bisect
 import os
-import struct
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tidelog.errors import ErrorCode, InvalidRecordError, KafkaError
-from tidelog.records.batch import ATTR_TIMESTAMP_TYPE, CRC_START, RecordBatch, crc32c
-from tidelog.records.record import iter_records
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.records.batch import RecordBatch
+from tidelog.storage import log_reads, log_validator
 from tidelog.storage import producer_state as ps
 from tidelog.storage.config import LogConfig
 from tidelog.storage.recovery import load_segments
-from tidelog.storage.results import AppendResult, FileSlice, FlushTicket, ReadResult
+from tidelog.storage.results import AppendResult, FlushTicket, ReadResult
 from tidelog.storage.segment import LogSegment, SegmentState
 from tidelog.types import TopicPartition
 
 _U32_SPAN = 2**32 - 1
 _SNAPSHOTS_KEPT = 2
-_ATTRIBUTES = struct.Struct(">h")
-_CRC = struct.Struct(">I")
-_TIMESTAMP = struct.Struct(">q")
 
 
 class PartitionLog:
@@ -103,9 +100,9 @@ class PartitionLog:
     ) -> AppendResult:
         """Leader append of one produce request's batches for this partition, all or nothing."""
         self._check_fsync_error()
-        total_size = self._validate(batches)
+        total_size = log_validator.validate_batches(batches, self.config)
         if self.config.compacts:
-            _require_keys(batches, self.config.max_message_bytes)
+            log_validator.require_keys(batches, self.config.max_message_bytes)
         duplicate = self.producer_state.check_append(batches)
         if duplicate is not None:
             return AppendResult(
@@ -114,29 +111,18 @@ class PartitionLog:
         append_time = now_ms if self.config.log_append_time else -1
         record_count = sum(batch.last_offset_delta + 1 for batch in batches)
         segment = self._maybe_roll(total_size, len(batches), record_count, now_ms)
-        offset = self.log_end_offset
-        for batch in batches:
-            batch.set_base_offset(offset)
-            batch.set_partition_leader_epoch(leader_epoch)
-            if append_time >= 0:
-                _set_log_append_time(batch, append_time)
-            offset = batch.next_offset
+        first_offset = self.log_end_offset
+        next_offset = log_validator.assign_offsets(batches, first_offset, leader_epoch, append_time)
         segment.append(batches, total_size)
         self._after_append(batches, now_ms)
-        return AppendResult(batches[0].base_offset, offset - 1, append_time, self._log_start_offset)
+        return AppendResult(first_offset, next_offset - 1, append_time, self._log_start_offset)
 
     def append_raw(self, batches: Sequence[RecordBatch], *, now_ms: int = 0) -> None:
         """Follower append: batches keep their offsets and must start at log_end_offset."""
         self._check_fsync_error()
-        total_size = self._validate(batches)
-        expected = self.log_end_offset
-        for batch in batches:
-            if batch.base_offset != expected:
-                raise InvalidRecordError(
-                    f"follower batch at offset {batch.base_offset}, log end offset {expected}"
-                )
-            expected = batch.next_offset
-        record_count = expected - self.log_end_offset
+        total_size = log_validator.validate_batches(batches, self.config)
+        next_offset = log_validator.check_follower_offsets(batches, self.log_end_offset)
+        record_count = next_offset - self.log_end_offset
         segment = self._maybe_roll(total_size, len(batches), record_count, now_ms)
         segment.append(batches, total_size)
         self._after_append(batches, now_ms)
@@ -146,26 +132,6 @@ class PartitionLog:
             raise KafkaError(
                 ErrorCode.KAFKA_STORAGE_ERROR, f"log offline after fsync failed: {self.fsync_error}"
             )
-
-    def _validate(self, batches: Sequence[RecordBatch]) -> int:
-        if not batches:
-            raise InvalidRecordError("no record batches to append")
-        total_size = 0
-        for batch in batches:
-            batch.validate()
-            if batch.size > self.config.max_message_bytes:
-                raise KafkaError(
-                    ErrorCode.MESSAGE_TOO_LARGE,
-                    f"batch of {batch.size} bytes > max.message.bytes "
-                    f"{self.config.max_message_bytes}",
-                )
-            total_size += batch.size
-        if total_size > self.config.segment_bytes:
-            raise KafkaError(
-                ErrorCode.RECORD_LIST_TOO_LARGE,
-                f"{total_size} bytes > segment.bytes {self.config.segment_bytes}",
-            )
-        return total_size
 
     def _after_append(self, batches: Sequence[RecordBatch], now_ms: int) -> None:
         segment = self._segments[-1]
@@ -236,63 +202,21 @@ class PartitionLog:
                 f"offset {offset} outside [{self._log_start_offset}, {log_end_offset}]",
             )
         limit = log_end_offset if max_offset is None else min(max_offset, log_end_offset)
-        slices: list[FileSlice] = []
-        remaining = max(0, max_bytes)
-        number = bisect.bisect_right(self._bases, offset) - 1
-        while number < len(self._segments) and offset < limit:
-            segment = self._segments[number]
-            number += 1
-            header = segment.find_batch(offset)
-            if header is None or header.base_offset >= limit:
-                if header is None:
-                    continue
-                break
-            start = header.position
-            end = segment.size
-            if limit < segment.next_offset:
-                end = segment.position_of(limit)
-            if end - start > remaining:
-                end = segment.boundary_at_or_below(start + remaining, start)
-                if end == start and not slices and min_one_batch:
-                    end = start + header.size
-                if end > start:
-                    slices.append(FileSlice(segment.fd, start, end - start))
-                break
-            if end > start:
-                slices.append(FileSlice(segment.fd, start, end - start))
-                remaining -= end - start
-            if end < segment.size or remaining == 0:
-                break
-            if number < len(self._segments):
-                offset = self._bases[number]
+        slices = log_reads.read_slices(
+            self._segments, self._bases, offset, limit, max_bytes, min_one_batch
+        )
         return ReadResult(
-            tuple(slices), sum(s.length for s in slices), self._log_start_offset, log_end_offset
+            slices, sum(s.length for s in slices), self._log_start_offset, log_end_offset
         )
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, maxTimestamp) of the first batch whose maxTimestamp >= timestamp_ms."""
-        start = self._log_start_offset
-        for segment in self._segments:
-            if segment.max_timestamp < timestamp_ms or segment.next_offset <= start:
-                continue
-            header = segment.find_timestamp(timestamp_ms, min_offset=start)
-            if header is not None:
-                return max(header.base_offset, start), header.max_timestamp
-        return None
+        return log_reads.offset_for_timestamp(self._segments, self._log_start_offset, timestamp_ms)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(base offset, timestamp) of the first batch holding the largest timestamp, clamped
         to log_start_offset (Kafka's segment-level answer)."""
-        best: LogSegment | None = None
-        for segment in self._segments:
-            if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
-                best = segment
-        if best is None:
-            return None
-        header = best.find_timestamp(best.max_timestamp)
-        if header is None:
-            return None
-        return max(header.base_offset, self._log_start_offset), header.max_timestamp
+        return log_reads.max_timestamp_offset(self._segments, self._log_start_offset)
 
     # --- deletion --------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
@@ -413,12 +337,7 @@ class PartitionLog:
     def flush(self) -> None:
         """Fsync everything now (close, tests, no group-commit thread)."""
         ticket = self.flush_begin()
-        try:
-            for fd in ticket.fds:
-                os.fsync(fd)
-        finally:
-            for fd in ticket.fds:
-                os.close(fd)
+        ticket.fsync_and_close()
         self.flush_end(ticket)
 
     def close(self, *, flush: bool = True) -> None:
@@ -450,22 +369,3 @@ class PartitionLog:
             state.replay(segment.scan_headers(segment.position_of(start)))
         return state
 
-
-def _set_log_append_time(batch: RecordBatch, now_ms: int) -> None:
-    """message.timestamp.type=LogAppendTime: stamp maxTimestamp, set the flag, redo the CRC."""
-    buffer = batch.buffer
-    _ATTRIBUTES.pack_into(buffer, 21, batch.attributes | ATTR_TIMESTAMP_TYPE)
-    _TIMESTAMP.pack_into(buffer, 35, now_ms)
-    _CRC.pack_into(buffer, 17, crc32c(buffer[CRC_START : batch.size]))
-
-
-def _require_keys(batches: Sequence[RecordBatch], max_uncompressed_bytes: int) -> None:
-    """Kafka refuses keyless records in a compacted topic (the only produce path that decodes
-    records, as Kafka's LogValidator does); control batches carry their own keys."""
-    for batch in batches:
-        if batch.is_control:
-            continue
-        limit = max(max_uncompressed_bytes, 1 << 20) * 64
-        for record in iter_records(batch, max_uncompressed_bytes=limit):
-            if record.key is None:
-                raise InvalidRecordError("compacted topic cannot accept a record without a key")

@@ -29,9 +29,9 @@ from tidelog.storage.checkpoint import (
 )
 from tidelog.storage.cleaner import LogCleaner
 from tidelog.storage.config import LogConfig
+from tidelog.storage.durable import fsync_directory, write_durably
 from tidelog.storage.group_commit import FsyncObserver, GroupCommit
 from tidelog.storage.log import PartitionLog
-from tidelog.storage.producer_state import fsync_directory, write_durably
 from tidelog.types import TopicPartition
 
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"

@@ -22,12 +22,12 @@ Snapshot file `<offset, 20 digits>.snapshot` (offset = log end offset when writt
            lastOffset     int64
            maxTimestamp   int64
 
-Written to a temp file, fsynced, renamed. Pure bookkeeping plus that file I/O.
+Written with `durable.write_durably` (temp file, fsync, rename, fsync dir). Pure bookkeeping
+plus that file I/O.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -39,6 +39,7 @@ import crc32c as _crc32c
 
 from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
 from tidelog.records.batch import RecordBatch
+from tidelog.storage.durable import write_durably
 
 MAX_CACHED_BATCHES = 5
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -71,7 +72,7 @@ class ProducerEntry:
 
 
 class _Header(Protocol):
-    """The batch-header fields replay needs (segment.BatchHeader has them)."""
+    """The batch-header fields replay needs (records.batch.BatchHeader has them)."""
 
     @property
     def producer_id(self) -> int: ...
@@ -264,26 +265,3 @@ def load_latest_snapshot(
 def delete_snapshots(directory: Path, offsets: Iterable[int]) -> None:
     for offset in offsets:
         (directory / f"{offset:020d}{SNAPSHOT_SUFFIX}").unlink(missing_ok=True)
-
-
-def write_durably(path: Path, data: bytes) -> None:
-    """tmp + fsync + rename + fsync(dir): a reader sees the old file or the new one, whole."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -50,3 +50,12 @@ class FlushTicket:
     log_end_offset: int
     fds: tuple[int, ...]
     sealed: tuple[LogSegment, ...]
+
+    def fsync_and_close(self) -> None:
+        """Fsync every dup'd fd, then close them all (also when an fsync fails)."""
+        try:
+            for fd in self.fds:
+                os.fsync(fd)
+        finally:
+            for fd in self.fds:
+                os.close(fd)

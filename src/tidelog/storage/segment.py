@@ -1,7 +1,8 @@
 """One log segment: `<base offset, 20 digits>.log` plus its `.index` and `.timeindex`.
 
-The `.log` is a plain concatenation of record batches (magic v2, layout in
-`tidelog/records/batch.py`) whose offsets are already assigned; the segment never renumbers.
+The `.log` is a plain concatenation of record batches (magic v2, layout and header struct in
+`tidelog/records/batch.py`) whose offsets are already assigned (`log_validator.py` numbers
+them); the segment never renumbers.
 Positions are u32 (segment.bytes <= 2^31 - 1). The indexes (layout in `index.py`) are derived.
 
 Lifecycle (a state table; Archived arrives with tiered storage):
@@ -12,7 +13,9 @@ Lifecycle (a state table; Archived arrives with tiered storage):
     DELETED  files unlinked (retention, truncation, delete-records); fd closed later
 
 Truncation (replication) may turn the newest surviving SEALED/FLUSHED segment ACTIVE again.
-Blocking file I/O, called from the thread that owns the partition log.
+Opening an existing segment from its indexes (and checking them) is the loader's job
+(`recovery.py`); `rebuild` recreates the indexes from the log for it, for truncation and for
+the cleaner. Blocking file I/O, called from the thread that owns the partition log.
 """
 
 from __future__ import annotations
@@ -20,20 +23,25 @@ from __future__ import annotations
 import enum
 import mmap
 import os
-import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 import crc32c as _crc32c
 
-from tidelog.records.batch import CRC_START, HEADER_SIZE, MAGIC_V2, RecordBatch
+from tidelog.records.batch import (
+    CRC_POSITION,
+    CRC_START,
+    HEADER_SIZE,
+    MAGIC_POSITION,
+    MAGIC_V2,
+    BatchHeader,
+    RecordBatch,
+    read_batch_header,
+)
 from tidelog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header
 _IOV_MAX = 1024
 _U32_SPAN = 2**32 - 1
-_VERIFY_MAX_HEADERS = 256
 
 
 class SegmentState(enum.Enum):
@@ -51,28 +59,6 @@ TRANSITIONS: dict[SegmentState, frozenset[SegmentState]] = {
     SegmentState.FLUSHED: frozenset({SegmentState.DELETED, SegmentState.ACTIVE}),
     SegmentState.DELETED: frozenset(),
 }
-
-
-class BatchHeader(NamedTuple):
-    position: int
-    base_offset: int
-    size: int
-    last_offset_delta: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-
-def _header_from(buffer: bytes | mmap.mmap, offset: int, position: int) -> BatchHeader:
-    (base, length, _, _, _, _, delta, _, max_ts, pid, epoch, seq, _) = _HEADER.unpack_from(
-        buffer, offset
-    )
-    return BatchHeader(position, base, length + 12, delta, max_ts, pid, epoch, seq)
 
 
 def log_path(directory: Path, base_offset: int, suffix: str) -> Path:
@@ -111,49 +97,10 @@ class LogSegment:
         segment = cls(
             directory, base_offset, index_bytes=index_bytes, interval_bytes=interval_bytes
         )
-        segment._open_indexes(writable=True)
+        segment.open_indexes(writable=True)
         return segment
 
-    @classmethod
-    def load(
-        cls,
-        directory: Path,
-        base_offset: int,
-        *,
-        index_bytes: int,
-        interval_bytes: int,
-        next_base_offset: int | None,
-    ) -> LogSegment:
-        """Open without reading the log (clean start); a bad index is rebuilt from the log.
-
-        `next_base_offset` is the following segment's base (None for the newest segment,
-        whose end is found by a short header scan after its last index entry)."""
-        segment = cls(
-            directory, base_offset, index_bytes=index_bytes, interval_bytes=interval_bytes
-        )
-        active = next_base_offset is None
-        span = (next_base_offset if next_base_offset is not None else base_offset + _U32_SPAN)
-        try:
-            segment._open_indexes(writable=False)
-            segment.offset_index.check(segment.size, span - base_offset)
-            segment.time_index.check(span - base_offset)
-            segment._verify_against_log()
-        except (IndexCorruptError, OSError):
-            segment.rebuild(validate=False, expected_offset=base_offset, sealed=not active)
-        else:
-            if next_base_offset is None:
-                segment._load_tail()
-            else:
-                segment.max_timestamp = segment.time_index.last_timestamp
-                segment.next_offset = next_base_offset if segment.size else base_offset
-        if active:
-            segment.offset_index.make_writable()
-            segment.time_index.make_writable()
-        else:
-            segment.state = SegmentState.FLUSHED
-        return segment
-
-    def _open_indexes(self, *, writable: bool) -> None:
+    def open_indexes(self, *, writable: bool) -> None:
         offset_path = log_path(self.directory, self.base_offset, ".index")
         time_path = log_path(self.directory, self.base_offset, ".timeindex")
         if not writable and not (offset_path.exists() and time_path.exists()):
@@ -166,53 +113,11 @@ class LogSegment:
             raise
         self._indexes_open = True
 
-    def _close_indexes(self) -> None:
+    def close_indexes(self) -> None:
         if self._indexes_open:
             self.offset_index.close()
             self.time_index.close()
             self._indexes_open = False
-
-    def _verify_against_log(self) -> None:
-        """Spot-check index entries against batch headers (a few preads, bounded): the last
-        offset entry must start a batch with that offset; the first and last time entries
-        must equal the max timestamp of the batches they summarise."""
-        if self.offset_index.entries:
-            relative, position = self.offset_index.entry_at(self.offset_index.entries - 1)
-            header = self.read_header(position)
-            if header is None or header.base_offset != self.base_offset + relative:
-                raise IndexCorruptError(f"{self.offset_index.path.name}: entry off a batch")
-        entries = self.time_index.entries
-        for slot in sorted({0, entries - 1}) if entries else ():
-            timestamp, relative = self.time_index.entry_at(slot)
-            computed, start = -1, 0
-            if slot:
-                computed, previous = self.time_index.entry_at(slot - 1)
-                start = self.offset_index.lookup(previous)[1]
-            target = self.base_offset + relative
-            found = False
-            for count, header in enumerate(self.iter_headers(start)):
-                if header.base_offset > target or count >= _VERIFY_MAX_HEADERS:
-                    found = count >= _VERIFY_MAX_HEADERS  # too far to check cheaply: trust
-                    break
-                computed = max(computed, header.max_timestamp)
-                if header.base_offset == target:
-                    found = computed == timestamp
-                    break
-            if not found:
-                raise IndexCorruptError(f"{self.time_index.path.name}: entry disagrees")
-
-    def _load_tail(self) -> None:
-        """Derive in-memory state from the indexes plus the batches after the last entry."""
-        self.max_timestamp = self.time_index.last_timestamp
-        start = 0
-        if self.offset_index.entries:
-            relative, start = self.offset_index.entry_at(self.offset_index.entries - 1)
-            self.last_batch_offset = self.base_offset + relative
-        self.bytes_since_index_entry = self.size - start
-        for header in self.iter_headers(start):
-            self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
-            self.last_batch_offset = header.base_offset
-            self.next_offset = header.last_offset + 1
 
     # --- state -----------------------------------------------------------------------------
     def transition(self, target: SegmentState) -> None:
@@ -300,7 +205,7 @@ class LogSegment:
         raw = os.pread(self.fd, HEADER_SIZE, position)
         if len(raw) < HEADER_SIZE:
             return None
-        return _header_from(raw, 0, position)
+        return read_batch_header(raw, 0, position)
 
     def iter_headers(self, position: int, end: int | None = None) -> Iterator[BatchHeader]:
         """Batch headers from `position` (a batch boundary) to `end`, one pread each."""
@@ -354,7 +259,7 @@ class LogSegment:
             return
         with mmap.mmap(self.fd, size, access=mmap.ACCESS_READ) as data:
             while size - position >= HEADER_SIZE:
-                header = _header_from(data, position, position)
+                header = read_batch_header(data, position, position)
                 if header.size < HEADER_SIZE or position + header.size > size:
                     return
                 yield header
@@ -365,10 +270,10 @@ class LogSegment:
         """Recreate both indexes from the log (D4) with the rule used on append; with
         `validate`, check each batch's size, magic, CRC and offsets and truncate the file at
         the first invalid byte. Returns the bytes truncated."""
-        self._close_indexes()
+        self.close_indexes()
         for suffix in (".index", ".timeindex"):
             log_path(self.directory, self.base_offset, suffix).unlink(missing_ok=True)
-        self._open_indexes(writable=True)
+        self.open_indexes(writable=True)
         self.max_timestamp = -1
         self.last_batch_offset = -1
         self.bytes_since_index_entry = 0
@@ -392,7 +297,7 @@ class LogSegment:
         view = memoryview(data)
         try:
             while file_size - position >= HEADER_SIZE:
-                header = _header_from(data, position, position)
+                header = read_batch_header(data, position, position)
                 end = position + header.size
                 if header.size < HEADER_SIZE or end > file_size:
                     break
@@ -408,13 +313,13 @@ class LogSegment:
 
     def _batch_ok(self, view: memoryview, header: BatchHeader, end: int) -> bool:
         position = header.position
-        if view[position + 16] != MAGIC_V2:
+        if view[position + MAGIC_POSITION] != MAGIC_V2:
             return False
         if header.base_offset < self.next_offset or header.last_offset_delta < 0:
             return False
         if header.last_offset - self.base_offset > _U32_SPAN:
             return False
-        crc = int.from_bytes(view[position + 17 : position + 21], "big")
+        crc = int.from_bytes(view[position + CRC_POSITION : position + CRC_START], "big")
         return int(_crc32c.crc32c(view[position + CRC_START : end])) == crc
 
     def truncate_to_position(self, position: int) -> None:
@@ -433,13 +338,13 @@ class LogSegment:
             self.append_final_time_entry()
             self.offset_index.trim()
             self.time_index.trim()
-        self._close_indexes()
+        self.close_indexes()
         os.close(self.fd)
         self.fd = -1
 
     def delete(self) -> int:
         """Unlink the files; returns the fd, which stays readable for in-flight FileSlices."""
-        self._close_indexes()
+        self.close_indexes()
         for suffix in (".index", ".timeindex"):
             log_path(self.directory, self.base_offset, suffix).unlink(missing_ok=True)
         self.path.unlink(missing_ok=True)

@@ -9,16 +9,18 @@ The file is Kafka's text format, so Kafka's own tools read it::
     <epoch> <offset>  one line per entry: a leader epoch and the first offset written in it,
                       ascending in both columns
 
-Written whole to `leader-epoch-checkpoint.tmp`, fsynced, then renamed over the old file, so a
-crash leaves either the old or the new file. A malformed file is discarded (the cache is
+Written whole with `durable.write_durably` (tmp, fsync, rename, fsync dir; checkpoint.py), so
+a crash leaves either the old or the new file. A malformed file is discarded (the cache is
 derived data: a follower rebuilds entries from the epochs stamped in the batches it fetches).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
+
+from tidelog.errors import CorruptRecordError
+from tidelog.storage.checkpoint import read_entries, write_entries
 
 CHECKPOINT_FILE = "leader-epoch-checkpoint"
 UNDEFINED = -1
@@ -34,36 +36,13 @@ class LeaderEpochCache:
 
     def _load(self) -> list[tuple[int, int]]:
         try:
-            lines = self._path.read_text("ascii").split("\n")
-        except FileNotFoundError:
+            return [(int(epoch), int(offset)) for epoch, offset in read_entries(self._path, 2)]
+        except (CorruptRecordError, ValueError) as exc:
+            _log.warning("%s (%s): starting empty", self._path, exc)
             return []
-        except (OSError, UnicodeDecodeError) as exc:
-            _log.warning("%s unreadable (%s): starting empty", self._path, exc)
-            return []
-        try:
-            if lines[0].strip() != "0":
-                raise ValueError(f"version {lines[0]!r}")
-            count = int(lines[1])
-            entries = []
-            for line in lines[2 : 2 + count]:
-                epoch, offset = line.split()
-                entries.append((int(epoch), int(offset)))
-            if len(entries) != count:
-                raise ValueError("fewer entries than announced")
-        except (ValueError, IndexError) as exc:
-            _log.warning("%s malformed (%s): starting empty", self._path, exc)
-            return []
-        return entries
 
     def _save(self) -> None:
-        lines = "".join(f"{epoch} {offset}\n" for epoch, offset in self._entries)
-        text = f"0\n{len(self._entries)}\n{lines}"
-        temporary = self._path.with_name(CHECKPOINT_FILE + ".tmp")
-        with open(temporary, "w", encoding="ascii") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, self._path)
+        write_entries(self._path, self._entries)
 
     @property
     def entries(self) -> tuple[tuple[int, int], ...]:
