@@ -516,4 +516,47 @@ class RabbitMQ(System):
         asyncio.run(delete())
 
 
-SYSTEMS: dict[str, type[System]] = {cls.name: cls for cls in (Tidelog, Redis, Nats, RabbitMQ)}
+class Kafka(Tidelog):
+    """Apache Kafka (scripts/kafka: Maven Central, KRaft, one combined node) with exactly the
+    Tidelog row's client and settings (`tidelog bench` runners, confluent-kafka, acks=1). Kafka
+    acknowledges acks=1 before any fsync by default (flush.messages is unbounded), the same
+    page-cache durability as Tidelog's default."""
+
+    name = "kafka"
+
+    def start(self) -> None:
+        from apache_kafka import ApacheKafka
+
+        self.broker = ApacheKafka(self.dir / "kafka")
+        self.bootstrap = self.broker.bootstrap
+        self.round = 0
+
+    def version(self) -> str:
+        from apache_kafka import ApacheKafka
+
+        return ApacheKafka.version()
+
+    def produce(self, values: list[bytes]) -> Phase:
+        # Kafka's metadata shows a new topic a moment after CreateTopics answers (Tidelog's at
+        # once), and the runner's first watermark query would fail: create it and wait here.
+        from tidelog.cli import perf
+
+        topic = f"peers-{self.round + 1}"
+        perf.ensure_topic(self.bootstrap, topic, 1)
+        deadline = time.monotonic() + 30
+        while perf.find_partitions(self.bootstrap, topic) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {topic} did not appear in Kafka's metadata")
+            time.sleep(0.1)
+        return super().produce(values)
+
+    def stop(self) -> None:
+        broker = getattr(self, "broker", None)
+        if broker is not None:
+            broker.stop()
+        self.log.close()
+
+
+SYSTEMS: dict[str, type[System]] = {
+    cls.name: cls for cls in (Tidelog, Kafka, Redis, Nats, RabbitMQ)
+}

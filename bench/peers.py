@@ -5,7 +5,8 @@
     .venv/bin/python bench/peers.py        # 4,000,000 messages, 3 rounds
     .venv/bin/python bench/peers.py --quick --rounds 3   # 200,000 messages
 
-Every system is started from its Debian package on 127.0.0.1 by this script (data under
+Every system is started (Apache Kafka by scripts/kafka from Maven Central, the others from
+their Debian packages) on 127.0.0.1 by this script (data under
 bench/.peers/, removed afterwards) and stopped at the end. Each round runs every system's
 produce phase then its consume phase, systems in turn (A B C D, A B C D, ...), so a noisy
 neighbour hits them all alike. Counts and bytes are checked for every phase; a failed check
@@ -161,7 +162,9 @@ def section(results: dict[str, Any], systems: list[System], messages: int, round
         f"Command: `.venv/bin/python bench/peers.py {' '.join(sys.argv[1:])}`"
         f" ({messages:,} messages per phase, {rounds} rounds, values 200-300 random bytes, "
         "one partition/stream, systems interleaved per round). Settings: Tidelog "
-        "pagecache durability, acks=1, confluent-kafka; Redis AOF everysec, redis-py "
+        "pagecache durability, acks=1, confluent-kafka; Apache Kafka (scripts/kafka, KRaft, "
+        "one node) with the same client and settings as Tidelog, which acknowledges before "
+        "any fsync by default (flush.messages unbounded); Redis AOF everysec, redis-py "
         "pipelines of 1000; NATS JetStream file storage, nats-py with 1000 publishes in "
         "flight; RabbitMQ Streams via rstream. Consume: a group consumer touching every value "
         "and committing after every batch of up to 1000 (see bench/peer_systems.py). "

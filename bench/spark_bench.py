@@ -5,13 +5,19 @@
    A B A B ... for --rounds rounds in one run. Each read touches every value
    (sum(length(value))) and is checked against the expected count and bytes. Also prints the
    CPU per row of the Spark JVM, the Python workers and the broker (Linux /proc) for both.
+   With Spark's own Kafka connector on the classpath (scripts/spark-kafka-jars; --no-kafka to
+   leave it out) the same rounds also read through `format("kafka")` from this Tidelog and,
+   after the same fill, from an Apache Kafka broker (scripts/kafka: 4.3.1, KRaft, one node)
+   started beside it, plus `format("tidelog")` reading that Kafka: six readers interleaved.
 2. Streaming latency (--latency): a producer sends --rate msg/s for --seconds with the send
    time in the value; a streaming query (tidelog -> tidelog sink, exactly-once markers) copies
    them to an output topic; a consumer computes receive time - send time. p50 / p99. 200
    warm-up messages go through the query first and are not measured.
 
 usage: .venv/bin/python bench/spark_bench.py [--messages 1000000] [--rounds 3] [--latency]
-Starts its own `tidelog serve` in a temporary directory unless --bootstrap is given.
+                                             [--no-kafka]
+Starts its own `tidelog serve` (and Apache Kafka) in a temporary directory unless --bootstrap
+is given.
 """
 
 from __future__ import annotations
@@ -39,6 +45,11 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 import tidelog.spark
 from tidelog.spark.schema import arrow_schema, spark_ddl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from apache_kafka import ApacheKafka
+
+ROOT = Path(__file__).resolve().parent.parent
 
 VALUE_SIZE = 250
 PARTITIONS = 2
@@ -121,13 +132,14 @@ def fill(bootstrap: str, topic: str, messages: int) -> float:
     return messages / (time.perf_counter() - started)
 
 
-def cpu_seconds(broker_pid: int | None) -> dict[str, float]:
+def cpu_seconds(broker_pid: int | dict[int, str] | None) -> dict[str, float]:
     """CPU time (user + system, all threads) so far of the Spark JVM, the Python workers and
     the broker, from /proc (Linux); empty elsewhere."""
     totals: dict[str, float] = {}
     if not os.path.isdir("/proc"):
         return totals
     tick = os.sysconf("SC_CLK_TCK")
+    brokers = broker_pid if isinstance(broker_pid, dict) else {broker_pid: "broker"}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -136,8 +148,8 @@ def cpu_seconds(broker_pid: int | None) -> dict[str, float]:
             stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(entry) == broker_pid:
-            kind = "broker"
+        if int(entry) in brokers:
+            kind = brokers[int(entry)]
         elif b"pyspark.daemon" in command:
             kind = "python workers"
         elif b"java" in command and b"pyspark" in command:
@@ -149,7 +161,7 @@ def cpu_seconds(broker_pid: int | None) -> dict[str, float]:
 
 
 def timed_read(
-    frame: Any, expected_rows: int, broker_pid: int | None = None,
+    frame: Any, expected_rows: int, broker_pid: int | dict[int, str] | None = None,
     cpu: dict[str, list[float]] | None = None,
 ) -> float:
     """Rows/s of one read; with `cpu`, appends each process kind's CPU seconds per row."""
@@ -170,30 +182,51 @@ def cpu_summary(cpu: dict[str, list[float]]) -> str:
 
 
 def batch_benchmark(
-    spark: SparkSession, bootstrap: str, messages: int, rounds: int, broker_pid: int | None
+    spark: SparkSession, bootstrap: str, messages: int, rounds: int, broker_pid: int | None,
+    kafka: Any = None, connector: bool = False,
 ) -> None:
     topic = f"bench-{int(time.time())}"
     create_topic(bootstrap, topic, PARTITIONS)
     rate = fill(bootstrap, topic, messages)
     print(f"filled {messages} x {VALUE_SIZE} B in {PARTITIONS} partitions at {rate:,.0f} msg/s")
+    pids: dict[int, str] = {broker_pid: "broker"} if broker_pid is not None else {}
+    if kafka is not None:
+        create_topic(kafka.bootstrap, topic, PARTITIONS)
+        time.sleep(1)  # Kafka's metadata shows a new topic a moment after CreateTopics
+        rate = fill(kafka.bootstrap, topic, messages)
+        print(f"filled Apache Kafka at {rate:,.0f} msg/s")
+        pids[kafka.pid] = "kafka broker"
 
-    def live(direct: bool) -> Any:
-        return (spark.read.format("tidelog").option("kafka.bootstrap.servers", bootstrap)
+    def live(direct: bool, server: str = bootstrap) -> Any:
+        return (spark.read.format("tidelog").option("kafka.bootstrap.servers", server)
                 .option("subscribe", topic).option("directFetch", str(direct).lower()).load())
 
+    def spark_kafka(server: str) -> Any:
+        return (spark.read.format("kafka").option("kafka.bootstrap.servers", server)
+                .option("subscribe", topic).load())
+
     # Interleaved in each round: the default reader (direct Fetch + native decode), the
-    # librdkafka reader (directFetch=false), and the synthetic in-memory source.
+    # librdkafka reader (directFetch=false), and the synthetic in-memory source; with the
+    # connector, Spark's format("kafka") on Tidelog and on Apache Kafka, and tidelog on Kafka.
     readers = {"tidelog": live(True), "tidelog librdkafka": live(False),
                "synthetic": spark.read.format("synthetic_kafka")
                .option("rows", str(messages)).load()}
+    if connector:
+        readers["kafka connector on tidelog"] = spark_kafka(bootstrap)
+    if kafka is not None:
+        readers["tidelog on kafka"] = live(True, kafka.bootstrap)
+        if connector:
+            readers["kafka connector on kafka"] = spark_kafka(kafka.bootstrap)
     for frame in readers.values():  # warm up workers, imports, cached connections
         timed_read(frame, messages)
     rates: dict[str, list[float]] = {name: [] for name in readers}
     cpu: dict[str, dict[str, list[float]]] = {name: {} for name in readers}
-    ratios: dict[str, list[float]] = {"tidelog": [], "tidelog librdkafka": []}
+    ratios: dict[str, list[float]] = {name: [] for name in readers if name != "synthetic"}
     for index in range(rounds):
-        for name, frame in readers.items():
-            rates[name].append(timed_read(frame, messages, broker_pid, cpu[name]))
+        # Alternate the order per round so drift on the shared machine hits every row alike.
+        order = list(readers.items()) if index % 2 == 0 else list(readers.items())[::-1]
+        for name, frame in order:
+            rates[name].append(timed_read(frame, messages, pids, cpu[name]))
         synthetic = rates["synthetic"][-1]
         for name in ratios:
             ratios[name].append(rates[name][-1] / synthetic)
@@ -210,6 +243,14 @@ def batch_benchmark(
         if cpu[name]:
             line += f"; CPU us/row: {cpu_summary(cpu[name])}"
         print(line)
+    pairs = [("tidelog", "kafka connector on tidelog"),
+             ("kafka connector on tidelog", "kafka connector on kafka"),
+             ("tidelog", "kafka connector on kafka"), ("tidelog", "tidelog on kafka")]
+    for a, b in pairs:
+        if a in rates and b in rates:
+            r = [x / y for x, y in zip(rates[a], rates[b], strict=True)]
+            print(f"ratio {a} / {b} per round: " + ", ".join(f"{v:.2f}" for v in r)
+                  + f" (median {statistics.median(r):.2f})")
 
 
 def latency_benchmark(spark: SparkSession, bootstrap: str, rate: int, seconds: int,
@@ -295,14 +336,26 @@ def main() -> None:
     parser.add_argument("--latency", action="store_true")
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--no-kafka", action="store_true",
+                        help="no format(\"kafka\") rows and no Apache Kafka broker")
     args = parser.parse_args()
+    jars = ""
+    if not args.no_kafka:
+        jars = subprocess.run([str(ROOT / "scripts" / "spark-kafka-jars")], check=True,
+                              capture_output=True, text=True,
+                              env={**os.environ, "TIDELOG_PYSPARK_PYTHON": sys.executable},
+                              ).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="tidelog-spark-bench-") as scratch:
         process = None
+        kafka = None
         bootstrap = args.bootstrap
         if bootstrap is None:
             process, bootstrap = start_broker(os.path.join(scratch, "data"))
         try:
+            if not args.no_kafka and args.bootstrap is None and args.messages > 0:
+                kafka = ApacheKafka(Path(scratch) / "kafka")
             spark = (SparkSession.builder.master("local[2]").appName("tidelog-spark-bench")
+                     .config("spark.jars", jars)
                      .config("spark.ui.enabled", "false")
                      .config("spark.sql.shuffle.partitions", "2").getOrCreate())
             spark.sparkContext.setLogLevel("ERROR")
@@ -310,12 +363,15 @@ def main() -> None:
             spark.dataSource.register(SyntheticSource)
             if args.messages > 0:
                 broker_pid = process.pid if process is not None else None
-                batch_benchmark(spark, bootstrap, args.messages, args.rounds, broker_pid)
+                batch_benchmark(spark, bootstrap, args.messages, args.rounds, broker_pid,
+                                kafka, connector=bool(jars))
             if args.latency:
                 latency_benchmark(spark, bootstrap, args.rate, args.seconds,
                                   os.path.join(scratch, "checkpoint"))
             spark.stop()
         finally:
+            if kafka is not None:
+                kafka.stop()
             if process is not None:
                 process.terminate()
                 process.wait(30)

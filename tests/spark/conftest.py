@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -15,13 +16,30 @@ from pyspark.sql import SparkSession
 
 import tidelog.spark
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def kafka_connector_jars() -> str:
+    """Spark's own Kafka connector for `spark.jars` (scripts/spark-kafka-jars fetches it from
+    Maven once into ~/.cache); "" when it cannot be had, and test_kafka_connector.py fails."""
+    try:
+        return subprocess.run([os.path.join(REPO, "scripts", "spark-kafka-jars")], check=True,
+                              capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "TIDELOG_PYSPARK_PYTHON": sys.executable},
+                              ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     # Python workers must use this interpreter (it has pyarrow and confluent_kafka).
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    # The jars can only join the driver's classpath when the JVM starts, so every Spark test
+    # session loads Spark's Kafka connector beside the tidelog source (format("kafka")).
     session = (
         SparkSession.builder.master("local[2]")
+        .config("spark.jars", kafka_connector_jars())
         .appName("tidelog-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
