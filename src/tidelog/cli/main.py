@@ -8,6 +8,7 @@ from tidelog.cli.archive import archive
 from tidelog.cli.bench import bench_group
 from tidelog.cli.cluster import cluster_group
 from tidelog.cli.config import config_group
+from tidelog.cli.console import console_command
 from tidelog.cli.consume import consume_command
 from tidelog.cli.dump_log import dump_log_command
 from tidelog.cli.groups import groups
@@ -32,6 +33,7 @@ main.add_command(config_group)
 main.add_command(bench_group)
 main.add_command(groups)
 main.add_command(cluster_group)
+main.add_command(console_command)
 
 
 if __name__ == "__main__":

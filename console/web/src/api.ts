@@ -1,0 +1,191 @@
+// The console's JSON API (/api, described at /api/openapi.json). Every state-changing call
+// carries the session's CSRF token; errors arrive as {"error": sentence}.
+
+let csrfToken = "";
+
+export class ApiError extends Error {
+  constructor(public status: number, message: string) {
+    super(message);
+  }
+}
+
+export function setCsrf(token: string): void {
+  csrfToken = token;
+}
+
+export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = {};
+  if (method !== "GET") headers["X-CSRF-Token"] = csrfToken;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      credentials: "same-origin",
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError(0, "the console server cannot be reached");
+  }
+  const text = await response.text();
+  let data: unknown = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const message =
+      data && typeof data === "object" && "error" in data
+        ? String((data as { error: unknown }).error)
+        : `${response.status} ${response.statusText}`;
+    throw new ApiError(response.status, message);
+  }
+  return data as T;
+}
+
+export const get = <T,>(path: string) => api<T>("GET", path);
+
+export interface Session {
+  signed_in: boolean;
+  user: string | null;
+  csrf_token: string;
+  password_required: boolean;
+  bootstrap: string;
+}
+export interface Broker {
+  id: number;
+  host: string;
+  port: number;
+  controller: boolean;
+  partitions_led: number;
+  up: boolean;
+}
+export interface ClusterInfo {
+  reachable: boolean;
+  error?: string;
+  cluster_id?: string;
+  controller_id?: number;
+  brokers: Broker[];
+  topics?: number;
+  partitions?: number;
+  bootstrap: string;
+  metrics: { url: string; up: boolean | null; error: string | null; disk_bytes: number | null }[];
+}
+export interface Point {
+  t: number;
+  messages_in: number;
+  messages_out: number;
+  bytes_in: number;
+  bytes_out: number;
+  produce_p99_ms: number | null;
+  fetch_p99_ms: number | null;
+}
+export interface TopicRow {
+  name: string;
+  internal: boolean;
+  partitions: number;
+  replicas: number;
+  under_replicated: number;
+  messages: number | null;
+  size: number | null;
+  retention_ms: number | null;
+}
+export interface PartitionRow {
+  partition: number;
+  leader: number;
+  replicas: number[];
+  isr: number[];
+  log_start_offset: number;
+  log_end_offset: number;
+  size: number | null;
+}
+export interface ConfigRow {
+  name: string;
+  value: string | null;
+  default: boolean;
+  read_only: boolean;
+  source: string;
+}
+export interface TopicDetail {
+  name: string;
+  partitions: PartitionRow[];
+  configs: ConfigRow[];
+}
+export interface Raw {
+  text: string | null;
+  base64: string;
+  size: number;
+}
+export interface Msg {
+  topic: string;
+  partition: number;
+  offset: number;
+  timestamp: number | null;
+  key: string | null;
+  value: string | null;
+  key_raw: Raw | null;
+  value_raw: Raw | null;
+  headers: [string, string | null][];
+}
+export interface MessagePage {
+  messages: Msg[];
+  scanned: number;
+  partitions: { partition: number; log_start_offset: number; log_end_offset: number }[];
+}
+export interface GroupRow {
+  group_id: string;
+  state: string;
+  protocol_type: string;
+  protocol: string;
+  members: number;
+  topics: string[];
+  lag: number;
+}
+export interface GroupOffset {
+  topic: string;
+  partition: number;
+  committed: number | null;
+  log_end_offset: number | null;
+  lag: number | null;
+  member_id: string | null;
+}
+export interface GroupDetail {
+  group_id: string;
+  state: string;
+  protocol: string;
+  lag: number;
+  members: {
+    member_id: string;
+    client_id: string;
+    host: string;
+    assignment: { topic: string; partition: number }[];
+  }[];
+  offsets: GroupOffset[];
+}
+export interface ResetRow {
+  topic: string;
+  partition: number;
+  old: number | null;
+  new: number;
+  log_start_offset: number;
+  log_end_offset: number;
+  lag_after: number;
+}
+export interface ResetPreview {
+  group_id: string;
+  state: string;
+  strategy: string;
+  offsets: ResetRow[];
+  can_apply: boolean;
+}
+export interface AuditEntry {
+  time: string;
+  user: string;
+  action: string;
+  target: string;
+  details: Record<string, unknown>;
+  ok: boolean;
+  error?: string;
+}

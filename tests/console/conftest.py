@@ -1,0 +1,150 @@
+"""Fixtures for the console tests: a real `tidelog serve` broker (with /metrics) and a real
+`tidelog console` process in front of it, signed in through httpx like a browser would."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import BrokerFactory, BrokerProcess
+from tidelog.cluster.zookeeper_server import free_port
+
+PASSWORD = "tide-secret"
+CONSOLE_READY = "tidelog console on "
+
+
+@dataclass
+class ConsoleProcess:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    audit_path: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text("utf-8", "replace") if self.log_path.exists() else ""
+
+
+def start_broker(factory: BrokerFactory, data_dir: Path | None = None, *, port: int = 0,
+                 metrics_port: int | None = None) -> BrokerProcess:
+    metrics_port = metrics_port or free_port()
+    args = ["--metrics", f"127.0.0.1:{metrics_port}"]
+    if port:
+        args += ["--listen", f"127.0.0.1:{port}"]
+    broker = factory(data_dir, extra_args=args)
+    broker.metrics_port = metrics_port  # type: ignore[attr-defined]
+    return broker
+
+
+def start_console(tmp: Path, bootstrap: str, metrics_port: int,
+                  password: str | None = PASSWORD, timeout_s: float = 5.0) -> ConsoleProcess:
+    config = tmp / "console.toml"
+    audit = tmp / "audit.jsonl"
+    lines = [f'metrics = ["http://127.0.0.1:{metrics_port}/metrics"]',
+             f'audit_log = "{audit}"', "metrics_interval = 1.0", f"timeout = {timeout_s}"]
+    if password:
+        lines.append(f'password = "{password}"')
+    config.write_text("\n".join(lines) + "\n")
+    log_path = tmp / "console.log"
+    with log_path.open("ab") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tidelog.cli.main", "console", "--bootstrap", bootstrap,
+             "--listen", "127.0.0.1:0", "--config", str(config)],
+            stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL)
+    console = ConsoleProcess("", process, log_path, audit)
+    line = _read_line(process, 30.0)
+    if not line.startswith(CONSOLE_READY):
+        console.stop()
+        pytest.fail(f"console did not start: {line!r}\n{console.log_text()}")
+    console.url = line[len(CONSOLE_READY):].strip()
+    return console
+
+
+def _read_line(process: subprocess.Popen[bytes], timeout_s: float) -> str:
+    assert process.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    line = b""
+    try:
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(remaining):
+                return f"<no ready line after {timeout_s}s>"
+            chunk = os.read(process.stdout.fileno(), 1)
+            if not chunk:
+                return f"<exited with {process.wait()}> {line.decode(errors='replace')}"
+            line += chunk
+    finally:
+        selector.close()
+    return line.decode()
+
+
+def sign_in(url: str, password: str = PASSWORD, user: str = "tester") -> httpx.Client:
+    client = httpx.Client(base_url=url, timeout=30)
+    token = client.get("/api/session").json()["csrf_token"]
+    response = client.post("/api/session", json={"password": password, "user": user},
+                           headers={"X-CSRF-Token": token})
+    assert response.status_code == 200, response.text
+    client.headers["X-CSRF-Token"] = response.json()["csrf_token"]
+    return client
+
+
+def wait_for(check: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
+    """Poll `check` until it returns a truthy value; fail with `what` after the deadline."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.2)
+    pytest.fail(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class ConsoleEnv:
+    broker: BrokerProcess
+    console: ConsoleProcess
+    client: httpx.Client
+
+
+@pytest.fixture(scope="module")
+def console_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleEnv]:
+    tmp = tmp_path_factory.mktemp("console")
+    factory = BrokerFactory(tmp)
+    console: ConsoleProcess | None = None
+    try:
+        broker = start_broker(factory)
+        console = start_console(tmp, broker.bootstrap, broker.metrics_port)  # type: ignore[attr-defined]
+        client = sign_in(console.url)
+        yield ConsoleEnv(broker, console, client)
+        client.close()
+    finally:
+        if console is not None:
+            console.stop()
+            text = console.log_text()
+            assert "Traceback" not in text, text[-4000:]
+        bad = factory.stop_all()
+    if bad:
+        pytest.fail("broker logged a traceback:\n" + "\n".join(bad))

@@ -1,0 +1,84 @@
+"""The console against Apache Kafka (scripts/kafka, D18): it is a plain client, so the same
+API works; Kafka has no /metrics endpoint, so there are no charts and no sizes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer
+
+import kafka_peer
+
+from .conftest import ConsoleProcess, sign_in, start_console, wait_for
+
+
+@pytest.fixture(scope="module")
+def kafka_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleProcess]:
+    with kafka_peer.running_kafka(tmp_path_factory.mktemp("kafka")) as peer:
+        tmp: Path = tmp_path_factory.mktemp("console")
+        # No metrics endpoint on Kafka: point at a closed port and expect "down", not errors.
+        console = start_console(tmp, peer.bootstrap, metrics_port=1)
+        console.bootstrap = peer.bootstrap  # type: ignore[attr-defined]
+        try:
+            yield console
+        finally:
+            console.stop()
+    assert "Traceback" not in console.log_text(), console.log_text()[-4000:]
+
+
+def test_console_against_apache_kafka(kafka_console: ConsoleProcess) -> None:
+    c = sign_in(kafka_console.url)
+    try:
+        cluster = c.get("/api/cluster").json()
+        assert cluster["reachable"] and cluster["cluster_id"] and cluster["brokers"][0]["up"]
+        r = c.post("/api/topics", json={"name": "ak-orders", "partitions": 2,
+                                        "configs": {"retention.ms": "3600000"}})
+        assert r.status_code == 201, r.text
+        error_status = c.post("/api/topics", json={"name": "ak-orders"}).status_code
+        assert error_status == 409
+        wait_for(lambda: c.get("/api/topics/ak-orders").status_code == 200,
+                 what="topic metadata on every broker")
+        for i in range(4):
+            r = c.post("/api/topics/ak-orders/messages",
+                       json={"key": f"k{i % 2}", "value": f'{{"n": {i}}}',
+                             "headers": [["h", str(i)]], "partition": i % 2})
+            assert r.status_code == 201, r.text
+        page = c.get("/api/topics/ak-orders/messages",
+                     params={"start": "oldest", "filter": "value.n >= 2"}).json()
+        assert sorted(m["value"] for m in page["messages"]) == ['{"n": 2}', '{"n": 3}']
+        detail = c.get("/api/topics/ak-orders").json()
+        assert [p["log_end_offset"] for p in detail["partitions"]] == [2, 2]
+        configs = {e["name"]: e["value"] for e in detail["configs"]}
+        assert configs["retention.ms"] == "3600000"
+        assert c.patch("/api/topics/ak-orders/configs",
+                       json={"set": {"retention.ms": "7200000"}}).status_code == 200
+        assert c.get("/api/topics/no-such").status_code == 404
+
+        consumer = Consumer({"bootstrap.servers": kafka_console.bootstrap,  # type: ignore[attr-defined]
+                             "group.id": "ak-group", "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False})
+        try:
+            consumer.subscribe(["ak-orders"])
+            got, deadline = 0, time.monotonic() + 60
+            while got < 4 and time.monotonic() < deadline:
+                m = consumer.poll(0.5)
+                got += m is not None and m.error() is None
+            assert got == 4
+            consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        group = wait_for(lambda: (lambda r: r.json() if r.status_code == 200
+                                  and r.json()["state"] == "EMPTY" else None)(
+            c.get("/api/groups/ak-group")), timeout_s=60, what="the group, empty")
+        assert group["lag"] == 0
+        r = c.post("/api/groups/ak-group/reset", json={"strategy": "earliest"})
+        assert r.status_code == 200, r.text
+        assert c.get("/api/groups/ak-group").json()["lag"] == 4
+        assert any(g["group_id"] == "ak-group" for g in c.get("/api/groups").json()["groups"])
+        r = c.request("DELETE", "/api/topics/ak-orders", json={"confirm": "ak-orders"})
+        assert r.status_code == 200, r.text
+    finally:
+        c.close()
