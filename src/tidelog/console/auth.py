@@ -19,6 +19,7 @@ from typing import Any
 
 SESSION_COOKIE = "tidelog_console_session"
 CSRF_HEADER = "x-csrf-token"
+UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}  # they need the CSRF token
 SESSION_TTL_S = 12 * 3600
 MAX_SESSIONS = 10_000  # GET /api/session makes one per cookieless visitor: keep memory bounded
 

@@ -1,0 +1,109 @@
+"""The clients every cluster call goes through (confluent-kafka's admin, producer and browsing
+consumers), plus the metadata and offset look-ups the admin, message and group calls share.
+
+Every method is blocking (confluent-kafka's futures) and is called from a worker thread by the
+web layer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exports, untyped
+    AdminClient,
+    OffsetSpec,
+)
+
+from tidelog.console.errors import NotFound, describe_error, wait_for
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    start: int
+    end: int
+
+
+class ClusterClients:
+    """The clients and the look-ups shared by `Cluster`'s admin, message and group calls."""
+
+    def __init__(self, bootstrap: str, timeout_s: float = 10.0,
+                 client_config: Mapping[str, str] | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        # The seat for SASL sign-in (security issue): per-user settings go in client_config.
+        self._base: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "client.id": "tidelog-console",
+            "socket.connection.setup.timeout.ms": 5000,
+            "reconnect.backoff.max.ms": 2000,
+            **(client_config or {}),
+        }
+        self._admin: AdminClient | None = None
+        self._producer: Producer | None = None
+
+    # -- clients ------------------------------------------------------------------------------
+
+    @property
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(dict(self._base))
+        return self._admin
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer({**self._base, "linger.ms": 0,
+                                       "message.timeout.ms": int(self.timeout_s * 1000)})
+        return self._producer
+
+    def consumer(self) -> Consumer:
+        return Consumer({**self._base, "group.id": f"tidelog-console-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest",
+                         # A page is small: don't fetch (and decode) a megabyte ahead of it.
+                         "max.partition.fetch.bytes": 262144, "queued.min.messages": 1000})
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(1)
+
+    # -- metadata and offsets ----------------------------------------------------------------
+
+    def metadata(self, topic: str | None = None) -> Any:
+        try:
+            return self.admin.list_topics(topic=topic, timeout=self.timeout_s)
+        except Exception as error:
+            raise describe_error(error, "reading the cluster's metadata") from None
+
+    def topic_metadata(self, name: str) -> Any:
+        md = self.metadata()
+        topic = md.topics.get(name)
+        if topic is None or (topic.error is not None and topic.error.code() in
+                             (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)):
+            raise NotFound(f"topic {name!r} does not exist")
+        return topic
+
+    def offsets(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[tuple[str, int], PartitionOffsets]:
+        if not partitions:
+            return {}
+        result: dict[tuple[str, int], list[int]] = {}
+        specs = ((OffsetSpec.earliest(), 0), (OffsetSpec.latest(), 1))  # type: ignore[no-untyped-call]
+        for spec, slot in specs:
+            futures = self.admin.list_offsets({tp: spec for tp in partitions},
+                                              request_timeout=self.timeout_s)
+            for tp, future in futures.items():
+                info = wait_for(future, f"listing offsets of {tp.topic}", self.timeout_s)
+                result.setdefault((tp.topic, tp.partition), [0, 0])[slot] = info.offset
+        return {k: PartitionOffsets(v[0], v[1]) for k, v in result.items()}
+
+    def offsets_for_time(self, partitions: Sequence[TopicPartition], ms: int) -> dict[int, int]:
+        futures = self.admin.list_offsets({tp: OffsetSpec.for_timestamp(ms) for tp in partitions},
+                                          request_timeout=self.timeout_s)
+        return {tp.partition: wait_for(f, "listing offsets by time", self.timeout_s).offset
+                for tp, f in futures.items()}

@@ -1,0 +1,111 @@
+"""Server-sent event streams: live charts (/api/metrics/stream, one point per scrape) and live
+tail (/api/topics/{topic}/tail, sampled so a busy topic cannot swamp the browser)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from confluent_kafka import TopicPartition
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from tidelog.console.cluster_messages import message_dict
+from tidelog.console.errors import BadRequest
+from tidelog.console.filters import FilterError, compile_filter
+from tidelog.console.openapi import api
+from tidelog.console.web import blocking, state_of
+
+TAIL_BATCH_MAX = 50
+
+
+@api("GET", "/api/metrics/stream", "Server-sent events: one throughput point per scrape")
+async def metrics_stream(request: Request) -> Response:
+    state = state_of(request)
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=100)
+    state.subscribers.append(queue)
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            yield ": connected\n\n"
+            while not await request.is_disconnected():
+                try:
+                    point = await asyncio.wait_for(queue.get(), 15)
+                except TimeoutError:
+                    yield ": keep-alive\n\n"
+                    continue
+                yield f"data: {json.dumps(point)}\n\n"
+        finally:
+            state.subscribers.remove(queue)
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache"})
+
+
+@api("GET", "/api/topics/{topic}/tail",
+     "Server-sent events: new messages (filter applies); sampled, with the count skipped")
+async def tail(request: Request) -> Response:
+    state = state_of(request)
+    topic = request.path_params["topic"]
+    try:
+        keep = compile_filter(request.query_params.get("filter", ""))
+    except FilterError as error:
+        raise BadRequest(f"filter: {error}") from None
+    meta = await blocking(lambda: state.cluster.topic(topic))  # 404 before streaming
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=20)
+    stop = threading.Event()
+    ends = {p["partition"]: p["log_end_offset"] for p in meta["partitions"]}
+
+    def pump() -> None:
+        consumer = state.cluster.consumer()
+        try:
+            consumer.assign([TopicPartition(topic, p, o) for p, o in ends.items()])
+            while not stop.is_set():
+                batch, skipped = [], 0
+                for m in consumer.consume(1000, 0.5):
+                    if m.error() is not None:
+                        continue
+                    decoded = message_dict(m)
+                    if keep(decoded):
+                        batch.append(decoded)
+                # Sampling keeps the browser responsive on a busy topic: the newest few.
+                if len(batch) > TAIL_BATCH_MAX:
+                    skipped, batch = len(batch) - TAIL_BATCH_MAX, batch[-TAIL_BATCH_MAX:]
+                event = {"messages": batch, "skipped": skipped}
+                if batch or skipped:
+                    loop.call_soon_threadsafe(_offer, queue, event)
+        except Exception as error:  # reported to the stream, never raised into the loop
+            loop.call_soon_threadsafe(_offer, queue, {"error": str(error)})
+        finally:
+            consumer.close()
+
+    thread = threading.Thread(target=pump, name=f"tail-{topic}", daemon=True)
+    thread.start()
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            yield ": connected\n\n"
+            while not await request.is_disconnected():
+                try:
+                    event = await asyncio.wait_for(queue.get(), 5)
+                except TimeoutError:
+                    yield ": keep-alive\n\n"
+                    continue
+                yield f"data: {json.dumps(event)}\n\n"
+        finally:
+            stop.set()
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache"})
+
+
+def _offer(queue: asyncio.Queue[dict[str, Any]], event: dict[str, Any]) -> None:
+    if queue.full():
+        dropped = queue.get_nowait()
+        event = {**event, "skipped": event.get("skipped", 0) + len(dropped.get("messages", []))
+                 + dropped.get("skipped", 0)}
+    queue.put_nowait(event)
