@@ -23,6 +23,7 @@ from tidelog.records.batch import RecordBatch
 from tidelog.storage import log_reads, log_validator
 from tidelog.storage import producer_state as ps
 from tidelog.storage.config import LogConfig
+from tidelog.storage.durable import fsync_directory
 from tidelog.storage.recovery import load_segments
 from tidelog.storage.results import AppendResult, FlushTicket, ReadResult
 from tidelog.storage.segment import LogSegment, SegmentState
@@ -178,12 +179,17 @@ class PartitionLog:
         return new
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment.create(
+        segment = LogSegment.create(
             self.directory,
             base_offset,
             index_bytes=self.config.segment_index_bytes,
             interval_bytes=self.config.index_interval_bytes,
         )
+        # The new name must be durable before an fsync of the file can stand for its records:
+        # a power loss can otherwise take the whole file (the partition's first segment had
+        # no directory fsync at all; tests/reliability/test_power_loss.py).
+        fsync_directory(self.directory)
+        return segment
 
     # --- read ------------------------------------------------------------------------------
     def read(
