@@ -30,7 +30,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from tidelog.broker import clock
 from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings, ClusterView, topic_uuid
-from tidelog.broker.group_cluster import OFFSETS_TOPIC
+from tidelog.broker.internal_topics import OFFSETS_TOPIC
 from tidelog.cluster import placement
 from tidelog.cluster.hw_checkpoint import read_high_watermarks, write_high_watermarks
 from tidelog.cluster.leader_epochs import LeaderEpochCache

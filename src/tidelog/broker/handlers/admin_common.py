@@ -9,17 +9,24 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
+from tidelog.broker.config import BrokerConfig
+from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.metadata import TopicInfo
+from tidelog.broker.services import ClusterIdentity
+from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from tidelog.broker.state import Broker
 
 log = logging.getLogger("tidelog.broker.admin")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+@dataclass(frozen=True, slots=True)
+class AdminDeps:
+    config: BrokerConfig
+    identity: ClusterIdentity
+    topics: TopicRegistry
 
 
 def failure(error: KafkaError) -> dict[str, Any]:
@@ -45,8 +52,8 @@ def is_internal(info: TopicInfo) -> bool:
     return info.internal or info.name in INTERNAL_TOPICS
 
 
-def require_topic(broker: Broker, name: str) -> TopicInfo:
-    info = broker.topics.get(name)
+def require_topic(topics: TopicRegistry, name: str) -> TopicInfo:
+    info = topics.get(name)
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
     return info

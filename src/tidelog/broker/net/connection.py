@@ -1,8 +1,9 @@
 """One client connection: frames in, handlers run concurrently, responses out in request order.
 
 Runs on the event loop; must not block. The adapter is thin (STYLE: uvicorn): bytes from the
-transport are cut into frames, each frame is decoded sans-I/O (`protocol.codec`, or `wire` for
-Produce, whose record sets stay writable views into the frame) and dispatched by the router.
+transport are cut into frames, each frame is decoded sans-I/O (`protocol.codec`, or
+`protocol.wire` for Produce, whose record sets stay writable views into the frame) and
+dispatched by the router. It knows its listener only as a `ConnectionRegistry`.
 
 Receiving (asyncio.BufferedProtocol, so the kernel copies straight into our buffers):
 - `_buffer` (RECEIVE_BUFFER_BYTES) collects small frames; each complete frame is copied out
@@ -32,24 +33,21 @@ import mmap
 import socket
 import struct
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from tidelog.broker import router
-from tidelog.broker.handlers.api_versions import API_VERSIONS
-from tidelog.broker.wire import (
-    FETCH_KEY,
-    PRODUCE_KEY,
+from tidelog.broker.handlers.context import RequestContext
+from tidelog.broker.net.router import Router, UnanswerableError
+from tidelog.errors import ProtocolDecodeError
+from tidelog.protocol.api_keys import ApiKey
+from tidelog.protocol.codec import RequestHeader, decode_request, encode_response, parse_header
+from tidelog.protocol.versions import encode_unsupported_api_versions
+from tidelog.protocol.wire import (
     Outgoing,
     SendSlice,
     decode_produce_request,
     decode_request_header,
 )
-from tidelog.errors import ProtocolDecodeError
-from tidelog.protocol.codec import RequestHeader, decode_request, encode_response, parse_header
-from tidelog.protocol.versions import encode_unsupported_api_versions
-
-if TYPE_CHECKING:
-    from tidelog.broker.server import BrokerServer
 
 RECEIVE_BUFFER_BYTES = 256 * 1024
 BIG_FRAME_BYTES = 64 * 1024
@@ -60,12 +58,28 @@ _SIZE = struct.Struct(">i")
 log = logging.getLogger("tidelog.broker.connection")
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    max_frame_bytes: int  # socket.request.max.bytes
+    max_in_flight: int  # max.in.flight.requests.per.connection
+
+
+class ConnectionRegistry(Protocol):
+    """The listener as a connection sees it: max.connections and shutdown tracking."""
+
+    def register(self, connection: Connection) -> bool: ...
+
+    def unregister(self, connection: Connection) -> None: ...
+
+
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server: BrokerServer) -> None:
-        self._server = server
-        self._broker = server.broker
-        self._max_frame_bytes = server.broker.config.socket_request_max_bytes
-        self._max_in_flight = server.broker.config.max_in_flight_per_connection
+    def __init__(
+        self, router: Router, registry: ConnectionRegistry, limits: ConnectionLimits
+    ) -> None:
+        self._router = router
+        self._registry = registry
+        self._max_frame_bytes = limits.max_frame_bytes
+        self._max_in_flight = limits.max_in_flight
         self._buffer = mmap.mmap(-1, RECEIVE_BUFFER_BYTES)  # pages untouched until used
         self._view = memoryview(self._buffer)
         self._start = 0  # first unparsed byte in _buffer
@@ -94,14 +108,14 @@ class Connection(asyncio.BufferedProtocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport.set_write_buffer_limits(high=4 << 20)
-        if not self._server.register(self):
+        if not self._registry.register(self):
             log.warning("max.connections reached: refusing %s:%d", *self._peer)
             self._closed = True
             transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self._server.unregister(self)
+        self._registry.unregister(self)
         for _, task in self._pending:
             task.cancel()
             task.add_done_callback(_close_outgoing)
@@ -189,10 +203,10 @@ class Connection(asyncio.BufferedProtocol):
     def _submit(self, frame: bytearray) -> None:
         try:
             api_key, api_version, correlation_id = parse_header(memoryview(frame))
-            if not router.is_supported(api_key, api_version):
+            if not self._router.is_supported(api_key, api_version):
                 self._unsupported(api_key, api_version, correlation_id)
                 return
-            if api_key == PRODUCE_KEY:
+            if api_key == ApiKey.PRODUCE:
                 view = memoryview(frame)
                 header, position = decode_request_header(view)
                 body: Any = decode_produce_request(view, api_version, position)
@@ -203,22 +217,23 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("closing %s:%d: %s", *self._peer, error)
             self.close()
             return
-        context = router.RequestContext(header, self._peer[0], self._peer[1])
-        task = asyncio.get_running_loop().create_task(router.dispatch(self._broker, context, body))
+        context = RequestContext(header, self._peer[0], self._peer[1])
+        task = asyncio.get_running_loop().create_task(self._router.dispatch(context, body))
         self._pending.append((header, task))
         task.add_done_callback(self._on_done)
         if len(self._pending) >= self._max_in_flight:
             self._block_reading("in_flight")
-        if header.api_key == FETCH_KEY:
+        if header.api_key == ApiKey.FETCH:
             self._fetches_pending += 1
             if self._fetches_pending >= MAX_FETCHES_IN_FLIGHT:
                 self._block_reading("fetches")
 
     def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> None:
-        if api_key == API_VERSIONS:
+        if api_key == ApiKey.API_VERSIONS:
             # Kafka's fallback: answer in the v0 layout with the full list; the client retries.
-            header = RequestHeader(API_VERSIONS, 0, correlation_id, None, False)
-            frame = encode_unsupported_api_versions(correlation_id, router.advertised_versions())
+            header = RequestHeader(ApiKey.API_VERSIONS, 0, correlation_id, None, False)
+            versions = self._router.advertised_versions()
+            frame = encode_unsupported_api_versions(correlation_id, versions)
             done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             done.set_result(Outgoing((frame,), len(frame)))
             self._pending.append((header, done))  # type: ignore[arg-type]
@@ -239,7 +254,7 @@ class Connection(asyncio.BufferedProtocol):
             header, task = self._pending[0]
             try:
                 result = task.result()
-            except router.UnanswerableError as error:
+            except UnanswerableError as error:
                 log.warning("closing %s:%d: %s", *self._peer, error)
                 self.close()
                 return
@@ -248,7 +263,7 @@ class Connection(asyncio.BufferedProtocol):
                 self.close()
                 return
             self._pending.popleft()
-            if header.api_key == FETCH_KEY:
+            if header.api_key == ApiKey.FETCH:
                 self._fetches_pending -= 1
             if isinstance(result, Outgoing) and len(result.parts) > 1:
                 self._writer_task = asyncio.get_running_loop().create_task(
