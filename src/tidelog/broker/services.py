@@ -36,6 +36,8 @@ class Metrics(Protocol):
 
     def record_fetch_response(self, wanted: Iterable[Any], topics: Iterable[Any]) -> None: ...
 
+    def record_fetch_parked(self, delta: int) -> None: ...
+
     def record_fsync(self, latency_s: float) -> None: ...
 
 
@@ -54,6 +56,9 @@ class NullMetrics:
         pass
 
     def record_fetch_response(self, wanted: Iterable[Any], topics: Iterable[Any]) -> None:
+        pass
+
+    def record_fetch_parked(self, delta: int) -> None:
         pass
 
     def record_fsync(self, latency_s: float) -> None:

@@ -168,7 +168,11 @@ async def handle_fetch(deps: FetchDeps, context: RequestContext, request: Any) -
         if total >= min_bytes or errors or remaining_ms <= 0 or deps.lifecycle.closing:
             break
         _close(topics)  # not enough yet: park, then read again from the same offsets
-        await deps.append_waiters.wait(partitions, remaining_ms)
+        deps.metrics.record_fetch_parked(1)
+        try:
+            await deps.append_waiters.wait(partitions, remaining_ms)
+        finally:
+            deps.metrics.record_fetch_parked(-1)
     deps.metrics.record_fetch_response(wanted, topics)
     return encode_fetch_response(context.header, topics)
 
