@@ -24,8 +24,7 @@ from typing import Any
 from tidelog.broker.handlers import admin_configs
 from tidelog.broker.handlers.admin_common import (
     AdminDeps,
-    duplicates,
-    failure,
+    each_entry,
     guard,
     is_internal,
     log,
@@ -158,13 +157,13 @@ def _create_one(deps: AdminDeps, module: Any, topic: Any, validate_only: bool) -
 async def handle_create_topics(deps: AdminDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     module = responses.response_module(ApiKey.CREATE_TOPICS, version)
-    repeated = duplicates(topic.name for topic in request.topics)
     results = []
-    for topic in request.topics:
-        if topic.name in repeated:
-            outcome = failure(KafkaError(ErrorCode.INVALID_REQUEST, "duplicate topic name"))
-        else:
-            outcome = guard(_create_one, deps, module, topic, request.validate_only)
+    for topic, outcome in each_entry(
+        request.topics,
+        lambda topic: topic.name,
+        lambda topic: _create_one(deps, module, topic, request.validate_only),
+        "duplicate topic name",
+    ):
         outcome.setdefault("num_partitions", -1)
         outcome.setdefault("replication_factor", -1)
         results.append(responses.build(module.CreatableTopicResult, name=topic.name, **outcome))
@@ -203,13 +202,10 @@ async def handle_delete_topics(deps: AdminDeps, context: RequestContext, request
         ]
     else:
         targets = [(name, None) for name in request.topic_names]
-    repeated = duplicates(targets)
     results = []
-    for name, topic_id in targets:
-        if (name, topic_id) in repeated:
-            outcome = failure(KafkaError(ErrorCode.INVALID_REQUEST, "duplicate topic"))
-        else:
-            outcome = guard(_delete_one, deps, name, topic_id)
+    for (name, topic_id), outcome in each_entry(
+        targets, lambda target: target, lambda target: _delete_one(deps, *target), "duplicate topic"
+    ):
         fields = {"name": name, "topic_id": topic_id or _ZERO_UUID} | outcome
         results.append(responses.build(module.DeletableTopicResult, **fields))
     cls = responses.response_class(ApiKey.DELETE_TOPICS, version)
@@ -249,13 +245,13 @@ def _add_partitions(deps: AdminDeps, topic: Any, validate_only: bool) -> dict[st
 async def handle_create_partitions(deps: AdminDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     module = responses.response_module(ApiKey.CREATE_PARTITIONS, version)
-    repeated = duplicates(topic.name for topic in request.topics)
     results = []
-    for topic in request.topics:
-        if topic.name in repeated:
-            outcome = failure(KafkaError(ErrorCode.INVALID_REQUEST, "duplicate topic name"))
-        else:
-            outcome = guard(_add_partitions, deps, topic, request.validate_only)
+    for topic, outcome in each_entry(
+        request.topics,
+        lambda topic: topic.name,
+        lambda topic: _add_partitions(deps, topic, request.validate_only),
+        "duplicate topic name",
+    ):
         results.append(
             responses.build(module.CreatePartitionsTopicResult, name=topic.name, **outcome)
         )

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tidelog.broker.config import BrokerConfig
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
@@ -20,6 +20,7 @@ from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("tidelog.broker.admin")
+Entry = TypeVar("Entry")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,27 @@ def guard(work: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
 
 def duplicates(names: Iterable[Any]) -> set[Any]:
     return {name for name, count in Counter(names).items() if count > 1}
+
+
+def each_entry(
+    entries: Iterable[Entry],
+    key: Callable[[Entry], Hashable],
+    work: Callable[[Entry], dict[str, Any]],
+    duplicate: str,
+) -> list[tuple[Entry, dict[str, Any]]]:
+    """The shape of every admin request: each entry succeeds or fails on its own (`guard`),
+    and an entry whose key appears twice fails with INVALID_REQUEST without being run."""
+    listed = list(entries)
+    repeated = duplicates(key(entry) for entry in listed)
+    return [
+        (
+            entry,
+            failure(KafkaError(ErrorCode.INVALID_REQUEST, duplicate))
+            if key(entry) in repeated
+            else guard(work, entry),
+        )
+        for entry in listed
+    ]
 
 
 def is_internal(info: TopicInfo) -> bool:

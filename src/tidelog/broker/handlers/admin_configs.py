@@ -15,7 +15,7 @@ from typing import Any
 from tidelog.broker.handlers.admin_common import (
     AdminDeps,
     duplicates,
-    failure,
+    each_entry,
     guard,
     log,
     require_topic,
@@ -142,13 +142,13 @@ async def _alter_configs(
 ) -> Any:
     version = context.header.api_version
     module = responses.response_module(api_key, version)
-    repeated = duplicates((r.resource_type, r.resource_name) for r in request.resources)
     results = []
-    for resource in request.resources:
-        if (resource.resource_type, resource.resource_name) in repeated:
-            outcome = failure(KafkaError(ErrorCode.INVALID_REQUEST, "duplicate resource"))
-        else:
-            outcome = guard(_alter_resource, deps, resource, overrides_for, request.validate_only)
+    for resource, outcome in each_entry(
+        request.resources,
+        lambda resource: (resource.resource_type, resource.resource_name),
+        lambda resource: _alter_resource(deps, resource, overrides_for, request.validate_only),
+        "duplicate resource",
+    ):
         results.append(
             responses.build(
                 module.AlterConfigsResourceResponse,
