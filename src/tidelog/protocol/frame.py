@@ -132,16 +132,17 @@ class FrameReceiver:
     def next_frame(self) -> bytearray | None:
         """The next complete frame (without its size prefix), or None until more bytes
         arrive. Raises FrameSizeError for an impossible declared size."""
-        if self._error is not None:
-            raise self._error
         if self._ready is not None:
             frame, self._ready = self._ready, None
             return frame
         available = self._end - self._start
-        if self._big_frame is not None or available < 4:
+        if available < 4 or self._big_frame is not None:
+            if self._error is not None:
+                raise self._error
             return None
         (size,) = _SIZE.unpack_from(self._buffer, self._start)
-        self._check_size(size)
+        if size < self.min_frame_bytes or size > self.max_frame_bytes:  # inline: per frame
+            self._refuse(size)
         if available - 4 >= size:
             begin = self._start + 4
             frame = bytearray(self._view[begin : begin + size])
@@ -166,7 +167,7 @@ class FrameReceiver:
             grown[: self._big_filled] = self._big_frame
             self._big_frame = grown
 
-    def _check_size(self, size: int) -> None:
+    def _refuse(self, size: int) -> None:
         error: FrameSizeError | None = None
         if size < 0:
             error = NegativeFrameSize(
