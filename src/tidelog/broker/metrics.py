@@ -53,7 +53,9 @@ from prometheus_client.core import (
     Metric,
 )
 
+from tidelog.broker.services import FetchedPartition
 from tidelog.protocol.versions import api_name
+from tidelog.protocol.wire import FetchTopicData
 
 log = logging.getLogger(__name__)
 
@@ -220,10 +222,11 @@ class BrokerMetrics:
         self.messages_out[key] = self.messages_out.get(key, 0) + records
         self.bytes_out[key] = self.bytes_out.get(key, 0) + size
 
-    def record_fetch_response(self, wanted: Iterable[Any], topics: Iterable[Any]) -> None:
+    def record_fetch_response(
+        self, wanted: Iterable[FetchedPartition], topics: Iterable[FetchTopicData]
+    ) -> None:
         """After a Fetch is answered: bytes and records served per partition.
 
-        `wanted` items have name, partition, fetch_offset; `topics` are wire.FetchTopicData.
         The broker never decodes fetched batches (D2), so records are counted as offsets served:
         from fetch_offset to the base offset of the batch that follows the last slice (one
         8-byte pread per partition), capped at the high watermark.

@@ -23,8 +23,22 @@ from typing import Any, Protocol
 
 from tidelog.cluster.leader_epochs import LeaderEpochCache
 from tidelog.errors import ErrorCode
+from tidelog.protocol.wire import FetchTopicData
 from tidelog.storage.log import PartitionLog
 from tidelog.types import TopicPartition
+
+
+class FetchedPartition(Protocol):
+    """One partition a Fetch asked for, as metrics count what it served."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def fetch_offset(self) -> int: ...
 
 
 class Metrics(Protocol):
@@ -34,7 +48,9 @@ class Metrics(Protocol):
 
     def record_produce(self, topic: str, partition: int, records: int, size: int) -> None: ...
 
-    def record_fetch_response(self, wanted: Iterable[Any], topics: Iterable[Any]) -> None: ...
+    def record_fetch_response(
+        self, wanted: Iterable[FetchedPartition], topics: Iterable[FetchTopicData]
+    ) -> None: ...
 
     def record_fetch_parked(self, delta: int) -> None: ...
 
@@ -55,7 +71,9 @@ class NullMetrics:
     def record_produce(self, topic: str, partition: int, records: int, size: int) -> None:
         pass
 
-    def record_fetch_response(self, wanted: Iterable[Any], topics: Iterable[Any]) -> None:
+    def record_fetch_response(
+        self, wanted: Iterable[FetchedPartition], topics: Iterable[FetchTopicData]
+    ) -> None:
         pass
 
     def record_fetch_parked(self, delta: int) -> None:
