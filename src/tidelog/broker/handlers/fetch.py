@@ -53,7 +53,8 @@ class _Wanted:
     partition: int
     fetch_offset: int
     partition_max_bytes: int
-    current_leader_epoch: int = -1  # v9+; checked only in cluster mode (KIP-320)
+    current_leader_epoch: int  # v9+ (else -1); checked only in cluster mode (KIP-320)
+    tp: TopicPartition  # built once per request, reused by every read pass
 
 
 def _wanted(deps: FetchDeps, request: Any, version: int) -> list[_Wanted]:
@@ -77,6 +78,7 @@ def _wanted(deps: FetchDeps, request: Any, version: int) -> list[_Wanted]:
                 partition.fetch_offset,
                 partition.partition_max_bytes,
                 int(getattr(partition, "current_leader_epoch", -1)),
+                TopicPartition(name, partition.partition),
             )
     return list(wanted.values())
 
@@ -101,7 +103,7 @@ def _read_all(
             partition_log = deps.topics.partition_log(item.name, item.partition)
             # Leaders only; consumers read below the high watermark, followers to the end.
             high_watermark, max_offset = deps.replication.fetch_bounds(
-                TopicPartition(item.name, item.partition), replica_id, item.fetch_offset,
+                item.tp, replica_id, item.fetch_offset,
                 item.current_leader_epoch,
             )
             limit = max(0, min(item.partition_max_bytes, max_bytes - total))
@@ -160,7 +162,7 @@ async def handle_fetch(deps: FetchDeps, context: RequestContext, request: Any) -
     max_bytes = max(0, int(request.max_bytes))
     min_bytes = int(request.min_bytes)
     deadline_ms = clock.monotonic_ms() + max(0, _ms(request.max_wait))
-    partitions = [TopicPartition(item.name, item.partition) for item in wanted if item.name]
+    partitions = [item.tp for item in wanted if item.name]
     replica_id = int(getattr(request, "replica_id", -1))  # a follower's fetch (v4-v14)
     while True:
         topics, total, errors = _read_all(deps, wanted, max_bytes, version, replica_id)

@@ -80,14 +80,13 @@ async def handle_produce(
             if last_seen.get((topic.name, partition.index)) is not partition:
                 continue
             fields: dict[str, Any] = {"index": partition.index, "base_offset": -1}
+            tp = TopicPartition(topic.name, partition.index)  # one per partition, shared below
             try:
                 if request_error is not None:
                     raise KafkaError(request_error)
                 if partition.records is None:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "null record set")
-                leader_epoch = replication.check_produce(
-                    TopicPartition(topic.name, partition.index), request.acks
-                )
+                leader_epoch = replication.check_produce(tp, request.acks)
                 partition_log = deps.topics.partition_log(topic.name, partition.index)
                 batches = split_batches(partition.records)
                 if len(batches) != 1:
@@ -115,14 +114,13 @@ async def handle_produce(
                     log_start_offset=result.log_start_offset,
                 )
                 if not result.duplicate:
-                    deps.append_waiters.notify(TopicPartition(topic.name, partition.index))
+                    deps.append_waiters.notify(tp)
                     deps.metrics.record_produce(
                         topic.name, partition.index,
                         result.last_offset - result.base_offset + 1, len(partition.records),
                     )
                 if partition_log.config.durability == "sync":
                     durable_waits.append((partition_log, result.last_offset + 1, fields))
-                tp = TopicPartition(topic.name, partition.index)
                 replication.after_leader_append(tp)
                 if request.acks == -1 and deps.acks_all_waits_for_replicas:
                     replica_waits.append((tp, result.last_offset + 1, fields))
