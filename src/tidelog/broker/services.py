@@ -21,7 +21,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tidelog.cluster.leader_epochs import LeaderEpochCache
 from tidelog.errors import ErrorCode
 from tidelog.protocol.wire import FetchTopicData
 from tidelog.storage.log import PartitionLog
@@ -170,14 +169,33 @@ class DurableWaits(Protocol):
     async def wait_durable(self, partition_log: PartitionLog, end_offset: int) -> None: ...
 
 
+class LeaderEpochs(Protocol):
+    """A partition's leader-epoch cache (storage's LeaderEpochCache), as a fetcher uses it."""
+
+    @property
+    def latest_epoch(self) -> int: ...
+
+    def assign(self, epoch: int, start_offset: int) -> None: ...
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]: ...
+
+    def truncate_from_end(self, end_offset: int) -> None: ...
+
+
 class FollowedPartition(Protocol):
     """A partition this broker follows, as its replica fetcher sees it
     (replication.ReplicaState)."""
 
-    tp: TopicPartition
-    log: PartitionLog
-    epochs: LeaderEpochCache
-    high_watermark: int
+    @property
+    def tp(self) -> TopicPartition: ...
+
+    @property
+    def log(self) -> PartitionLog: ...
+
+    @property
+    def epochs(self) -> LeaderEpochs: ...
+
+    high_watermark: int  # the fetcher adopts the leader's
 
 
 class FetcherSettings(Protocol):
