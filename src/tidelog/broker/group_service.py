@@ -25,7 +25,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tidelog.broker import clock
 from tidelog.broker.metrics import GroupOffset, GroupStats
@@ -38,6 +38,7 @@ from tidelog.records.batch import RecordBatch, iter_batches
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
+    from tidelog.broker.replication import Replication
     from tidelog.broker.state import Broker
 
 log = logging.getLogger("tidelog.broker.groups")
@@ -69,7 +70,8 @@ class GroupService:
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._waiter_ids = itertools.count(1)
         self._retention_handle: asyncio.TimerHandle | None = None
-        self.replication = broker.replication  # None on a single node
+        # None on a single node; Broker types it by its Protocol to stay below replication.
+        self.replication = cast("Replication | None", broker.replication)
         self._loading: dict[int, object] = {}  # partition -> token of the load in flight
         self._waiter_partitions: dict[int, int] = {}
         # Shutdown signal: the broker wakes every append waiter when it starts closing; parked
@@ -403,7 +405,7 @@ def _log_failure(task: asyncio.Future[None]) -> None:
 
 def service(broker: Broker) -> GroupService:
     """The broker's group service, started on first use."""
-    if broker.groups is None:
-        broker.groups = GroupService(broker)
-    groups: GroupService = broker.groups
+    groups = broker.groups
+    if not isinstance(groups, GroupService):
+        groups = broker.groups = GroupService(broker)
     return groups

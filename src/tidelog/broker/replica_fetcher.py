@@ -33,14 +33,16 @@ from typing import TYPE_CHECKING, Any
 
 from kio.serial import entity_reader, entity_writer
 
-from tidelog.broker import clock, responses
+from tidelog.broker import clock
 from tidelog.errors import ErrorCode, KafkaError, TidelogError
+from tidelog.protocol import responses
 from tidelog.protocol.codec import request_schema, response_schema
 from tidelog.records.batch import split_batches
 from tidelog.storage.leader_epochs import UNDEFINED
 
 if TYPE_CHECKING:
-    from tidelog.broker.replication import ReplicaState, Replication
+    from tidelog.broker.services import FetcherOwner as Replication
+    from tidelog.broker.services import FollowedPartition as ReplicaState
 
 log = logging.getLogger("tidelog.broker.replica_fetcher")
 FETCH_KEY, FETCH_VERSION = 1, 12

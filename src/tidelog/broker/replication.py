@@ -30,7 +30,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from tidelog.broker import clock
 from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings, ClusterView, topic_uuid
-from tidelog.broker.group_cluster import OFFSETS_TOPIC
+from tidelog.broker.internal_topics import OFFSETS_TOPIC
 from tidelog.cluster import placement
 from tidelog.cluster.zk_layout import NO_LEADER, PartitionState
 from tidelog.cluster.zk_store import VersionedState
