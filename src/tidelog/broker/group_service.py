@@ -13,8 +13,9 @@ replaying its partition. Runs on the event loop; storage calls are short page-ca
 
 Cluster mode (`broker.replication` set; see `group_cluster.py`): the topic is replicated and
 created through ZooKeeper; this broker holds a shard only for the partitions it leads. When it
-becomes leader of one (`on_partition_role`) it replays that partition on a worker thread
-(requests meanwhile answer COORDINATOR_LOAD_IN_PROGRESS); when it loses leadership it drops
+becomes leader of one (`on_partition_role`, subscribed to Replication's role listeners) it
+replays that partition on a worker thread (requests meanwhile answer
+COORDINATOR_LOAD_IN_PROGRESS); when it loses leadership it drops
 the shard, its timers and its parked requests (NOT_COORDINATOR). Appends carry the leader
 epoch and are answered only once the high watermark passes them (acks=all).
 """
@@ -83,6 +84,7 @@ class GroupService:
 
             self.creator = OffsetsTopicCreator(broker, self.replication)
             self.partitions = offsets_partition_count(broker, self.replication)
+            self.replication.role_listeners.append(self._on_role)
             for tp, state in self.replication.partitions.items():
                 if tp.topic == OFFSETS_TOPIC and state.leader == broker.config.node_id:
                     self.on_partition_role(tp.partition, is_leader=True)
@@ -125,6 +127,10 @@ class GroupService:
         return records
 
     # ------------------------------------------------------------ cluster: load and unload
+
+    def _on_role(self, tp: TopicPartition, is_leader: bool) -> None:
+        if tp.topic == OFFSETS_TOPIC:
+            self.on_partition_role(tp.partition, is_leader)
 
     def on_partition_role(self, partition: int, is_leader: bool) -> None:
         """Cluster mode: this broker became leader of an offsets partition, or stopped being

@@ -40,7 +40,8 @@ from tidelog.protocol.codec import request_schema, response_schema
 from tidelog.records.batch import split_batches
 
 if TYPE_CHECKING:
-    from tidelog.broker.replication import ReplicaState, Replication
+    from tidelog.broker.replica_state import ReplicaState
+    from tidelog.broker.replication import Replication
 
 log = logging.getLogger("tidelog.broker.replica_fetcher")
 FETCH_KEY, FETCH_VERSION = 1, 12
