@@ -141,10 +141,7 @@ class LeaderRequests:
     ) -> None:
         now_ms = clock.now_ms()
         state.fetch_counts[replica_id] = state.fetch_counts.get(replica_id, 0) + 1
-        for watcher in state.fetch_watchers:
-            if not watcher.done():
-                watcher.set_result(None)
-        state.fetch_watchers.clear()
+        self._wake_fetch_watchers(state)
         expanded = isr.follower_fetched(
             state, replica_id, fetch_offset, log_end_offset, now_ms,
             state.epochs.epoch_start_offset(state.leader_epoch),
@@ -152,6 +149,12 @@ class LeaderRequests:
         if expanded is not None:
             self._write_isr(state, expanded)
         self._advance_high_watermark(state)
+
+    def _wake_fetch_watchers(self, state: ReplicaState) -> None:
+        for watcher in state.fetch_watchers:
+            if not watcher.done():
+                watcher.set_result(None)
+        state.fetch_watchers.clear()
 
     async def wait_for_isr_fetches(self, tp: TopicPartition, fetches: int, timeout_ms: int) -> bool:
         """Leader: until every other ISR member has fetched `fetches` more times (each

@@ -68,6 +68,7 @@ class Replication(LeaderRequests):
         self.partitions: dict[TopicPartition, ReplicaState] = {}
         self.agent: ClusterAgent | None = None
         self.first_view = asyncio.Event()
+        self._view_changed = asyncio.Event()  # set and replaced on every new view
         self._isr_task: asyncio.Task[None] | None = None
         self.checkpointer = HighWatermarkCheckpointer(
             broker.config.data_dir, settings.hw_checkpoint_interval_ms,
@@ -128,6 +129,25 @@ class Replication(LeaderRequests):
                 if self.node_id in replicas and versioned is not None:
                     self._apply_state(tp, replicas, versioned)
         self.first_view.set()
+        changed, self._view_changed = self._view_changed, asyncio.Event()
+        changed.set()
+
+    async def wait_for_view(
+        self, predicate: Callable[[ClusterView], bool], timeout_ms: int
+    ) -> bool:
+        """Until a view satisfies `predicate` (True) or the timeout (False): woken by each
+        new view, never polled. E.g. DeleteTopics waits for its topics to leave the view."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while self.view is None or not predicate(self.view):
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self.closing:
+                return False
+            try:
+                await asyncio.wait_for(self._view_changed.wait(), remaining)
+            except TimeoutError:
+                return False
+        return True
 
     def _drop_topic(self, topic: str) -> None:
         """The topic left ZooKeeper: stop replicating it (its logs are deleted next)."""
@@ -135,6 +155,7 @@ class Replication(LeaderRequests):
             state = self.partitions.pop(tp)
             self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self._tell_role(state, is_leader=False)
+            self._wake_fetch_watchers(state)
             if state.fetcher is not None:
                 state.fetcher.cancel()
                 state.fetcher = None
@@ -201,6 +222,7 @@ class Replication(LeaderRequests):
         self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self._tell_role(state, is_leader=False)
         state.followers = {}
+        self._wake_fetch_watchers(state)  # wait_for_isr_fetches sees the lost leadership
         if state.fetcher is not None:
             self._spawn(state.fetcher.stop())
             state.fetcher = None
@@ -243,6 +265,8 @@ class Replication(LeaderRequests):
     async def _isr_loop(self) -> None:
         interval_s = max(self.settings.replica_lag_time_max_ms / 2, 50) / 1000
         while True:
+            # Kafka's isr-expiration task: lag is a matter of time passing, so a periodic
+            # check (not a poll of state another task changes).
             await asyncio.sleep(interval_s)
             now_ms = clock.now_ms()
             for state in list(self.partitions.values()):

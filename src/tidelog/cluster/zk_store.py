@@ -25,6 +25,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import WatchedEvent
 
 from tidelog.cluster import zk_layout as layout
+from tidelog.cluster.zk_admin import AdminZnodes
 from tidelog.cluster.zk_layout import (
     BrokerRegistration,
     ControllerRegistration,
@@ -73,8 +74,10 @@ class ControllerFence:
     epoch_zk_version: int
 
 
-class ZkStore:
-    """Kafka's znodes read and written through `client` (already started)."""
+class ZkStore(AdminZnodes):
+    """Kafka's znodes read and written through `client` (already started): every ZooKeeper
+    write of a broker goes through here (cluster id, topic configs and producer id blocks in
+    `zk_admin.AdminZnodes`)."""
 
     def __init__(self, client: KazooClient) -> None:
         self.client = client
