@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from kazoo.exceptions import KazooException
@@ -128,3 +129,26 @@ def find_coordinator(
     if endpoint is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
     return ErrorCode.NONE, (leader, endpoint[0], endpoint[1])
+
+
+def append_leader_epoch(replication: Replication, tp: TopicPartition) -> int:
+    """The epoch to stamp on a coordinator append; refuses (as a group error) a partition
+    this broker no longer leads or whose ISR is below min.insync.replicas, before anything
+    is written."""
+    try:
+        return replication.check_produce(tp, -1)
+    except KafkaError as error:
+        raise KafkaError(coordinator_error(error.code), error.message) from None
+
+
+async def replicated(
+    replication: Replication, tp: TopicPartition, end_offset: int,
+    fsync: Awaitable[None] | None,
+) -> None:
+    """acks=all for a coordinator append: the fsync if any, then the high watermark passing
+    it within offsets.commit.timeout.ms; a group error otherwise."""
+    if fsync is not None:
+        await fsync
+    code = await replication.wait_for_high_watermark(tp, end_offset, OFFSETS_COMMIT_TIMEOUT_MS)
+    if code != ErrorCode.NONE:
+        raise KafkaError(coordinator_error(code), f"{tp} below {end_offset}: {code.name}")

@@ -11,7 +11,9 @@ Runs on the broker's event loop; no I/O, no clock reads (every call takes `now_m
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from tidelog.coordinator import classic, classic_sync, consumer_heartbeat
 from tidelog.coordinator.consumer_group import ConsumerGroup, to_topic_partitions
@@ -42,12 +44,13 @@ from tidelog.coordinator.messages import (
     TimerRequest,
     TopicsImage,
 )
-from tidelog.coordinator.offsets import OffsetStore
+from tidelog.coordinator.offsets import OffsetStore, Partition
 from tidelog.coordinator.records import (
     ConsumerGroupMetadataKey,
     CoordinatorRecord,
     GroupMetadataKey,
     OffsetCommitKey,
+    OffsetCommitValue,
 )
 from tidelog.errors import ErrorCode
 
@@ -69,12 +72,46 @@ def partition_for(group_id: str, partitions: int) -> int:
     return (0 if value == -(1 << 31) else abs(value)) % partitions
 
 
+@dataclass(frozen=True, slots=True)
+class ShardSnapshot:
+    """Some groups' whole state (in-memory and replayed) at one moment, to revert to: the
+    broker applies an operation before its records are durable and reverts if they never
+    become so (Kafka's coordinator runtime keeps such snapshots in its SnapshotRegistry)."""
+
+    groups: dict[str, Group | None]  # deep copies; None = no such group then
+    offsets: dict[str, dict[Partition, OffsetCommitValue] | None]
+    deadlines: dict[TimerKey, int]  # the deadlines of these groups
+
+
 class GroupCoordinatorShard:
     def __init__(self, config: GroupConfig) -> None:
         self.config = config
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.deadlines: dict[TimerKey, int] = {}  # consumer-group session/revocation deadlines
+
+    # ------------------------------------------------------------ snapshots (undo)
+
+    def snapshot(self, group_ids: Iterable[str]) -> ShardSnapshot:
+        """Everything about `group_ids`; costs a copy of those groups only."""
+        ids = set(group_ids)
+        return ShardSnapshot(
+            {g: copy.deepcopy(self.groups.get(g)) for g in ids},
+            {g: self.offsets.group_offsets(g) for g in ids},
+            {k: v for k, v in self.deadlines.items() if k[1] in ids},
+        )
+
+    def restore(self, snapshot: ShardSnapshot) -> None:
+        """Put the snapshot's groups back as they were (later changes to them are lost)."""
+        for group_id, group in snapshot.groups.items():
+            if group is None:
+                self.groups.pop(group_id, None)
+            else:
+                self.groups[group_id] = copy.deepcopy(group)  # the snapshot stays reusable
+            self.offsets.restore_group(group_id, snapshot.offsets[group_id])
+        for key in [k for k in self.deadlines if k[1] in snapshot.groups]:
+            del self.deadlines[key]
+        self.deadlines.update(snapshot.deadlines)
 
     # ------------------------------------------------------------ replay and load
 
