@@ -1,29 +1,23 @@
 """The group coordinator on the event loop: shards, `__consumer_offsets`, timers, parked requests.
 
 Wires the pure `GroupCoordinatorShard`s (one per `__consumer_offsets` partition) to storage and
-time. For every operation: snapshot the groups it touches, run it (pure), append its records
-as one batch to the group's partition, replay them on the shard, arm/cancel its timers with
-`loop.call_later` (no polling), and answer — after the append, and after fsync when the
-partition's durability is `sync` (after the high watermark in a cluster). Parked
-JoinGroup/SyncGroup requests wait on futures keyed by waiter id; a later operation or timer
-completes them.
-
-Uncommitted state (`group_writes.py`, Kafka's SnapshotRegistry): an operation's effects are
-in the shard before its records are durable; if the append, fsync or high-watermark wait
-fails, the shard reverts to its snapshot (with every later uncommitted write of the
-partition) and the request and every parked request it would have answered get the error.
+time. Per operation: snapshot the groups it touches, run it (pure), append its records as one
+batch, replay them, arm/cancel its timers with `loop.call_later`, and answer after the append
+(after fsync when durability is `sync`; after the high watermark in a cluster). Parked
+JoinGroup/SyncGroup requests wait on futures keyed by waiter id, completed by a later
+operation or timer. If the append, fsync or high-watermark wait fails, the shard reverts
+(`group_writes.py`) and the request and every parked request it would have answered get the
+error.
 
 Single node: started at broker start (`service(broker)`): creates `__consumer_offsets`
 (compacted, offsets.topic.num.partitions partitions) if missing and rebuilds every shard by
-replaying its partition. Runs on the event loop; storage calls are short page-cache writes.
+replaying it (`group_log.py`). Storage calls are short page-cache writes.
 
-Cluster mode (`broker.replication` set; see `group_cluster.py`): the topic is replicated and
-created through ZooKeeper; this broker holds a shard only for the partitions it leads. When it
-becomes leader of one (`on_partition_role`, subscribed to Replication's role listeners) it
-replays that partition on a worker thread (requests meanwhile answer
-COORDINATOR_LOAD_IN_PROGRESS); when it loses leadership it drops the shard, its timers and
-its parked requests (NOT_COORDINATOR). Appends carry the leader
-epoch and are answered only once the high watermark passes them (acks=all).
+Cluster mode (`broker.replication` set; `group_cluster.py`): the topic is replicated and
+created through ZooKeeper; a shard exists only for the partitions this broker leads. Becoming
+leader of one (`on_partition_role`, a role listener of Replication) replays it on a worker
+thread (requests meanwhile: COORDINATOR_LOAD_IN_PROGRESS); losing it drops the shard, its
+timers and its parked requests (NOT_COORDINATOR). Appends carry the leader epoch.
 """
 
 from __future__ import annotations
@@ -35,14 +29,14 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tidelog.broker import clock
+from tidelog.broker.group_log import group_config, group_stats, read_partition
 from tidelog.broker.group_writes import UncommittedWrites, Write, complete, fail, record_groups
-from tidelog.broker.metrics import GroupOffset, GroupStats
+from tidelog.broker.metrics import GroupStats
 from tidelog.coordinator.coordinator import GroupCoordinatorShard, ShardSnapshot, partition_for
-from tidelog.coordinator.loader import encode_batch, iter_coordinator_records
-from tidelog.coordinator.messages import GroupConfig, Result, TimerKey, TimerRequest, TopicsImage
-from tidelog.coordinator.records import CoordinatorRecord
+from tidelog.coordinator.loader import encode_batch
+from tidelog.coordinator.messages import Result, TimerKey, TimerRequest, TopicsImage
 from tidelog.errors import ErrorCode, KafkaError
-from tidelog.records.batch import RecordBatch, iter_batches
+from tidelog.records.batch import RecordBatch
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -50,22 +44,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidelog.broker.groups")
 OFFSETS_TOPIC = "__consumer_offsets"
-READ_CHUNK_BYTES = 4 * 1024 * 1024
 SHUTDOWN_SIGNAL = TopicPartition("__group_coordinator_shutdown", -1)  # never appended to
 SHUTDOWN_WAIT_MS = 10 * 365 * 24 * 3600 * 1000
 T = TypeVar("T")
-
-
-def group_config(broker: Broker) -> GroupConfig:
-    config = broker.config
-    return GroupConfig(
-        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-        min_session_timeout_ms=config.group_min_session_timeout_ms,
-        max_session_timeout_ms=config.group_max_session_timeout_ms,
-        offsets_retention_ms=config.offsets_retention_minutes * 60_000,
-        consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
-        consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
-    )
 
 
 class GroupService:
@@ -102,7 +83,7 @@ class GroupService:
         now_ms = clock.now_ms()
         for partition in range(self.partitions):
             shard = GroupCoordinatorShard(self.config)
-            timers = shard.load(self._read_partition(partition), now_ms)
+            timers = shard.load(read_partition(self.broker, partition), now_ms)
             self.shards[partition] = shard
             for timer in timers:
                 self._arm(partition, timer)
@@ -117,23 +98,6 @@ class GroupService:
             count = max(1, self.broker.config.offsets_topic_num_partitions)
             info = self.broker.create_topic(OFFSETS_TOPIC, count, configs, internal=True)
         return info.partitions
-
-    def _read_partition(self, partition: int) -> list[CoordinatorRecord]:
-        """Every coordinator record of one partition, in offset order (blocking file I/O)."""
-        partition_log = self.broker.partition_log(OFFSETS_TOPIC, partition)
-        records: list[CoordinatorRecord] = []
-        offset = partition_log.log_start_offset
-        while offset < partition_log.log_end_offset:
-            read = partition_log.read(offset, READ_CHUNK_BYTES)
-            if read.size == 0:
-                break
-            data = b"".join(piece.read_bytes() for piece in read.slices)
-            batches = list(iter_batches(data))
-            if not batches:
-                break
-            records.extend(iter_coordinator_records(data))
-            offset = batches[-1].next_offset
-        return records
 
     # ------------------------------------------------------------ cluster: load and unload
 
@@ -162,7 +126,7 @@ class GroupService:
     async def _load(self, partition: int, token: object) -> None:
         await asyncio.sleep(0)  # the stopped replica fetcher finishes first
         try:
-            records = await asyncio.to_thread(self._read_partition, partition)
+            records = await asyncio.to_thread(read_partition, self.broker, partition)
         except (OSError, KafkaError, ValueError) as error:
             log.error("loading groups of partition %d failed: %s", partition, error)
             if self._loading.get(partition) is token:
@@ -402,17 +366,7 @@ class GroupService:
 
     def metrics_snapshot(self) -> GroupStats:
         """Groups per state and committed offsets, for /metrics (read at scrape time)."""
-        states: dict[str, int] = {}
-        offsets: list[GroupOffset] = []
-        for shard in self.shards.values():
-            for listed in shard.list_groups():
-                states[listed.state] = states.get(listed.state, 0) + 1
-            for group_id, committed in shard.offsets.snapshot().items():
-                offsets.extend(
-                    GroupOffset(group_id, topic, partition, value.offset)
-                    for (topic, partition), value in committed.items()
-                )
-        return GroupStats(states, tuple(offsets))
+        return group_stats(self.shards.values())
 
     def close(self) -> None:
         self._closing.cancel()
