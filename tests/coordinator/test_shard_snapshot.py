@@ -7,6 +7,7 @@ import copy
 
 from tidelog.coordinator.coordinator import GroupCoordinatorShard
 from tidelog.coordinator.group import GroupState
+from tidelog.coordinator.messages import ConsumerGroupHeartbeatRequest
 from tidelog.errors import ErrorCode
 
 from .harness import Harness
@@ -58,3 +59,20 @@ def test_other_groups_are_left_alone() -> None:
     assert commit(h, 2, "a", 1, offset=8) is ErrorCode.NONE
     h.shard.restore(undo)
     assert h.shard.offsets.get("g", "t", 0).offset == 8  # type: ignore[union-attr]
+
+
+def test_a_consumer_group_heartbeat_is_undone() -> None:
+    h = Harness()
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="g", member_id="m1", member_epoch=0, subscribed_topic_names=("t",),
+        rebalance_timeout_ms=30_000)
+    h.run(h.shard.consumer_group_heartbeat(request, h.topics, 0))
+    before = _state(h.shard)
+    undo = h.shard.snapshot(["g"])
+    second = ConsumerGroupHeartbeatRequest(
+        group_id="g", member_id="m2", member_epoch=0, subscribed_topic_names=("t",),
+        rebalance_timeout_ms=30_000)
+    h.run(h.shard.consumer_group_heartbeat(second, h.topics, 10))
+    assert _state(h.shard) != before
+    h.shard.restore(undo)
+    assert _state(h.shard) == before
