@@ -49,6 +49,11 @@ def test_isolated_leader_acks_no_acks_all_and_its_tail_is_truncated(cluster: Clu
                                                   what="ISR of 3")
     old_address = cluster.brokers[old].address
     survivor = cluster.brokers[next(b for b in replicas if b != old)].address
+    # That answer may come from a follower that heard of the state first; the writes below go
+    # to the leader, which learns it leads from its own watch (seen answering
+    # UNKNOWN_TOPIC_OR_PARTITION in between, under load).
+    cluster.wait_value(lambda: metadata_leader_epoch(old_address, TOPIC),
+                       lambda answer: answer[0] == old, what="the leader to know it leads")
     acknowledged: dict[bytes, int] = {}
     for i in range(3):
         value = f"base{i}".encode()
@@ -144,6 +149,9 @@ def test_partitioned_leader_acks_no_acks_all_and_its_tail_is_truncated(proxied: 
                                                   what="ISR of 3")
     direct = cluster.brokers[old].address  # the test's clients still reach the old leader
     survivor = cluster.brokers[next(b for b in replicas if b != old)].address
+    # As above: the leader itself must know it leads before it takes the writes below.
+    cluster.wait_value(lambda: metadata_leader_epoch(direct, TOPIC),
+                       lambda answer: answer[0] == old, what="the leader to know it leads")
     acknowledged: dict[bytes, int] = {}
     for i in range(3):
         code, acknowledged[f"base{i}".encode()] = produce(direct, TOPIC, [f"base{i}".encode()], -1)
