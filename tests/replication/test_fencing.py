@@ -50,6 +50,10 @@ def test_fetch_and_list_offsets_honour_the_leader_epoch(cluster: Cluster) -> Non
     first_leader, _ = cluster.wait_value(
         lambda: metadata_leader_epoch(first_address, TOPIC), lambda answer: answer[0] >= 0,
         what=f"broker at {first_address} to see the topic's leader")
+    # The leader learns it leads from its own watch, maybe after the broker that answered.
+    cluster.wait_value(lambda: metadata_leader_epoch(cluster.brokers[first_leader].address, TOPIC),
+                       lambda answer: answer[0] == first_leader,
+                       what="the leader to know it leads")
     assert produce(cluster.brokers[first_leader].address, TOPIC, [b"a", b"b"], acks=-1) == (
         NONE, 0)
     cluster.kill(first_leader)  # the controller elects a new leader with leader_epoch + 1

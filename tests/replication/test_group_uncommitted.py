@@ -175,8 +175,10 @@ def test_a_sync_whose_records_never_commit_is_reverted_and_fails_parked_requests
     address = cluster.brokers[coordinator].address
 
     # Member A alone (generation 1), then B joins and A rejoins: generation 2, both in.
-    first = _joined(_join(address))
-    assert first.error_code == MEMBER_ID_REQUIRED
+    # The coordinator loads the partition's groups just after it learns it leads.
+    first = cluster.wait_value(lambda: _joined(_join(address)),
+                               lambda answer: answer.error_code == MEMBER_ID_REQUIRED,
+                               what="the coordinator to have loaded its groups")
     a_id = str(first.member_id)
     a1 = _joined(_join(address, a_id))
     assert a1.error_code == NONE
