@@ -73,6 +73,10 @@ def encode_request(api_key: int, version: int, correlation_id: int, body: Any) -
     return buffer.getvalue()
 
 
+class FetcherStopped(Exception):
+    """This fetcher was stopped or replaced: it must not touch the partition again."""
+
+
 class FetcherError(TidelogError):
     """The leader answered with an error or a malformed frame: reconnect and start over."""
 
@@ -90,24 +94,41 @@ class ReplicaFetcher:
         self._node_id = replication.node_id
         self._task: asyncio.Task[None] | None = None
         self._correlation_id = 0
+        self._stopped = False
+
+    def _check_current(self) -> None:
+        """Before touching the log: a fetcher that was stopped or replaced (a leadership
+        change) exits even if its cancellation was lost, so it can never truncate or append
+        to a partition it no longer follows (seen: a new leader truncating its own log)."""
+        if self._stopped or self._state.fetcher is not self:
+            raise FetcherStopped(f"{self._state.tp}: fetcher of {self._leader_id} replaced")
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def cancel(self) -> None:
         """Stop at the next await, synchronously (its log is about to be deleted)."""
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
     async def _run(self) -> None:
+        try:
+            await self._follow()
+        except FetcherStopped as stopped:
+            log.info("%s", stopped)
+
+    async def _follow(self) -> None:
         tp = self._state.tp
         while True:
+            self._check_current()
             endpoint = self._replication.leader_endpoint(self._leader_id)
             if endpoint is None:  # not registered (yet): woken by the view that has it
                 await self._replication.wait_for_view(
@@ -201,6 +222,7 @@ class ReplicaFetcher:
             self._truncate_to(target)
 
     def _truncate_to(self, offset: int) -> None:
+        self._check_current()
         state = self._state
         log.info("%s: truncating from %d to %d", state.tp, state.log.log_end_offset, offset)
         state.log.truncate_to(offset)
@@ -261,6 +283,7 @@ class ReplicaFetcher:
                 raise FetcherError(f"fsync of fetched batches failed: {error}") from error
 
     def _apply(self, partition: Any, fetch_offset: int) -> None:
+        self._check_current()
         state = self._state
         code = ErrorCode(partition.error_code)
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
