@@ -45,3 +45,25 @@ def test_wait_for_view_times_out_false(tmp_path: Path) -> None:
         return await replication.wait_for_view(lambda view: 2 in view.brokers, 50)
 
     assert asyncio.run(scenario()) is False
+
+
+def test_a_cancelled_wait_for_view_stays_cancelled_when_the_view_arrives(tmp_path: Path) -> None:
+    """The cancellation and the view that causes it arrive together (a new leader stops its
+    fetcher, which waited for its old leader's endpoint): the waiter must end, not go on."""
+    async def scenario() -> bool:
+        replication = _replication(tmp_path)
+        replication.on_view(_view({}))
+        waiter = asyncio.ensure_future(
+            replication.wait_for_view(lambda view: 2 in view.brokers, 60_000))
+        await asyncio.sleep(0.01)  # parked on the view event
+        replication.on_view(_view({1: ("127.0.0.1", 1)}))  # wakes it (predicate still false)
+        waiter.cancel()  # in the same loop turn, as Replication._spawn(fetcher.stop()) does
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), 2)
+        except asyncio.CancelledError:
+            return True
+        except TimeoutError:
+            return False  # the cancellation was swallowed: still waiting
+        return False
+
+    assert asyncio.run(scenario())

@@ -144,7 +144,11 @@ class Replication(LeaderRequests):
             if remaining <= 0 or self.closing:
                 return False
             try:
-                await asyncio.wait_for(self._view_changed.wait(), remaining)
+                # asyncio.timeout, not wait_for: in 3.11 wait_for swallows a cancellation that
+                # arrives as the view event fires, and a replica fetcher cancelled by that very
+                # view (a new leader) then lived on (it truncated a new leader's log).
+                async with asyncio.timeout(remaining):
+                    await self._view_changed.wait()
             except TimeoutError:
                 return False
         return True
