@@ -15,9 +15,11 @@ from .harness import LAG_TIME_MAX_MS, Cluster, replica_log
 TOPIC = "jepsen"
 
 
-def _stable(cluster: Cluster, isr_size: int) -> bool:
-    leader, _, isr = cluster.partition_state(TOPIC)
-    return leader >= 0 and cluster.brokers[leader].alive() and len(isr) == isr_size
+def _wait_stable(cluster: Cluster, isr_size: int) -> tuple[int, list[int], list[int]]:
+    """(leader, replicas, isr) of one Metadata answer with a live leader and the ISR size."""
+    return cluster.wait_for_partition(
+        TOPIC, lambda view: cluster.brokers[view[0]].alive() and len(view[2]) == isr_size,
+        what=f"ISR of {isr_size}")
 
 
 def _producer(cluster: Cluster) -> Producer:
@@ -34,8 +36,7 @@ def _producer(cluster: Cluster) -> Producer:
 
 def test_stopped_follower_leaves_isr_and_rejoins(cluster: Cluster) -> None:
     cluster.create_topic(TOPIC, configs={"min.insync.replicas": "2"})
-    cluster.wait_for(lambda: _stable(cluster, 3), what="ISR of 3")
-    leader, replicas, _ = cluster.partition_state(TOPIC)
+    leader, replicas, _ = _wait_stable(cluster, 3)
     follower = next(b for b in replicas if b != leader)
     producer = _producer(cluster)
     cluster.signal(follower, signal.SIGSTOP)
@@ -56,8 +57,7 @@ def test_stopped_follower_leaves_isr_and_rejoins(cluster: Cluster) -> None:
 
 def test_isr_below_min_insync_refuses_acks_all(cluster: Cluster) -> None:
     cluster.create_topic(TOPIC, configs={"min.insync.replicas": "3"})
-    cluster.wait_for(lambda: _stable(cluster, 3), what="ISR of 3")
-    leader, replicas, _ = cluster.partition_state(TOPIC)
+    leader, replicas, _ = _wait_stable(cluster, 3)
     follower = next(b for b in replicas if b != leader)
     cluster.kill(follower)
     cluster.wait_for(lambda: len(cluster.partition_state(TOPIC)[2]) == 2, what="ISR of 2")

@@ -6,11 +6,12 @@ Runs on the event loop; must not block (ZooKeeper writes go through `asyncio.to_
   broker the partition's leader or a follower. A new leader epoch is a leadership change:
   the leader records `(epoch, log_end_offset)` in its leader-epoch cache and forgets follower
   positions; a follower (re)starts its replica fetcher, which truncates first (KIP-101).
-- Leader bookkeeping (placement's rules): every follower fetch updates that follower's
-  `FollowerState`; the high watermark is the lowest log end offset over the *maximal* ISR
-  (the ISR plus a pending expansion, or before a shrink is committed), so an acknowledged
-  offset is on every replica ZooKeeper may elect. ISR changes are written to ZooKeeper first
-  and applied locally only once written.
+- Leader bookkeeping: the rules are pure, in `isr.py` (follower fetch state, ISR expand and
+  shrink, the high watermark over the maximal ISR); this module applies them: ISR changes are
+  written to ZooKeeper first and applied locally only once written.
+- Listeners: `view_listeners` run on each new view before partition states apply (the topic
+  mirror, topic_mirror.py); `role_listeners` hear a partition's leadership gained or lost
+  (the group coordinator subscribes for `__consumer_offsets`).
 - acks=all: a produce parks in `wait_for_high_watermark` until the high watermark passes its
   last offset (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas
   meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved, REQUEST_TIMED_OUT at the timeout).
@@ -19,61 +20,44 @@ Runs on the event loop; must not block (ZooKeeper writes go through `asyncio.to_
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from tidelog.broker import clock
-from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings, ClusterView, topic_uuid
-from tidelog.broker.internal_topics import OFFSETS_TOPIC
-from tidelog.cluster import placement
+from tidelog.broker import clock, isr
+from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings, ClusterView
+from tidelog.broker.hw_checkpointer import HighWatermarkCheckpointer
+from tidelog.broker.leader_requests import LeaderRequests
+from tidelog.broker.replica_state import ReplicaState
+from tidelog.broker.topic_mirror import (
+    MIN_INSYNC_REPLICAS,
+    REPLICATION_TOPIC_CONFIGS,
+    UNCLEAN_LEADER_ELECTION,
+    TopicMirror,
+)
 from tidelog.cluster.zk_layout import NO_LEADER, PartitionState
 from tidelog.cluster.zk_store import VersionedState
 from tidelog.errors import ErrorCode, KafkaError
-from tidelog.storage.hw_checkpoint import read_high_watermarks, write_high_watermarks
 from tidelog.storage.leader_epochs import LeaderEpochCache
-from tidelog.storage.log import PartitionLog
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
-    from tidelog.broker.replica_fetcher import ReplicaFetcher
     from tidelog.broker.state import Broker
 
 log = logging.getLogger("tidelog.broker.replication")
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
-UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
-REPLICATION_TOPIC_CONFIGS = frozenset({MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION})
+__all__ = [
+    "MIN_INSYNC_REPLICAS", "REPLICATION_TOPIC_CONFIGS", "UNCLEAN_LEADER_ELECTION",
+    "ReplicaState", "Replication", "RoleListener", "ViewListener",
+]
+# (view, previous view) -> topics that cannot be hosted here (their states are skipped)
+ViewListener = Callable[[ClusterView, "ClusterView | None"], set[str]]
+RoleListener = Callable[[TopicPartition, bool], None]  # (partition, is leader here now)
 
 
-@dataclass(eq=False)
-class ReplicaState:
-    """One hosted partition as this broker sees it."""
-
-    tp: TopicPartition
-    log: PartitionLog
-    epochs: LeaderEpochCache
-    replicas: tuple[int, ...] = ()
-    leader: int = NO_LEADER
-    leader_epoch: int = -1
-    controller_epoch: int = 0
-    isr: tuple[int, ...] = ()
-    zk_version: int = -1
-    high_watermark: int = 0
-    followers: dict[int, placement.FollowerState] = field(default_factory=dict)
-    pending_isr: tuple[int, ...] | None = None
-    fetcher: ReplicaFetcher | None = None
-    waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = field(default_factory=list)
-    # follower id -> fetches served while leader; futures woken by the next follower fetch
-    fetch_counts: dict[int, int] = field(default_factory=dict)
-    fetch_watchers: list[asyncio.Future[None]] = field(default_factory=list)
-
-
-class Replication:
+class Replication(LeaderRequests):
     """Every hosted partition's role and replication state; fed by the ClusterAgent."""
 
     def __init__(self, broker: Broker, settings: ClusterSettings) -> None:
@@ -84,27 +68,29 @@ class Replication:
         self.partitions: dict[TopicPartition, ReplicaState] = {}
         self.agent: ClusterAgent | None = None
         self.first_view = asyncio.Event()
+        self._view_changed = asyncio.Event()  # set and replaced on every new view
         self._isr_task: asyncio.Task[None] | None = None
-        self._checkpoint_task: asyncio.Task[None] | None = None
-        # High watermarks from the last run's replication-offset-checkpoint, consumed as each
-        # partition is first hosted, so a restarted broker does not start at 0.
-        self._checkpointed = read_high_watermarks(broker.config.data_dir)
-        self._written: dict[TopicPartition, int] = dict(self._checkpointed)
+        self.checkpointer = HighWatermarkCheckpointer(
+            broker.config.data_dir, settings.hw_checkpoint_interval_ms,
+            lambda: {tp: state.high_watermark for tp, state in self.partitions.items()},
+        )
         self._background: set[asyncio.Task[None]] = set()
         self.closing = False
+        self.view_listeners: list[ViewListener] = [TopicMirror(broker).on_view]
+        self.role_listeners: list[RoleListener] = []
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._isr_task = loop.create_task(self._isr_loop())
-        self._checkpoint_task = loop.create_task(self._checkpoint_loop())
+        self.checkpointer.start()
 
     async def stop(self) -> None:
         self.closing = True
-        for task in (self._isr_task, self._checkpoint_task):
-            if task is not None:
-                task.cancel()
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        self.checkpointer.cancel()
         for state in self.partitions.values():
             self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             if state.fetcher is not None:
@@ -113,21 +99,7 @@ class Replication:
         await self.checkpoint_high_watermarks()
 
     async def checkpoint_high_watermarks(self) -> None:
-        """Write replication-offset-checkpoint if a high watermark moved since the last write."""
-        current = {tp: state.high_watermark for tp, state in self.partitions.items()}
-        if current == self._written:
-            return
-        try:
-            await asyncio.to_thread(write_high_watermarks, self.broker.config.data_dir, current)
-        except OSError as error:
-            log.error("high watermark checkpoint failed: %s", error)
-            return
-        self._written = current
-
-    async def _checkpoint_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.hw_checkpoint_interval_ms / 1000)
-            await self.checkpoint_high_watermarks()
+        await self.checkpointer.checkpoint()
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -144,21 +116,12 @@ class Replication:
         self.view = view
         if previous is not None:
             for topic in set(previous.topics) - set(view.topics):
-                self._remove_topic(topic)  # deleted through ZooKeeper (DeleteTopics)
+                self._drop_topic(topic)  # before a listener deletes its logs
+        unhostable: set[str] = set()
+        for listener in self.view_listeners:
+            unhostable |= listener(view, previous)
         for topic, assignment in view.topics.items():
-            configs = {
-                k: v for k, v in view.configs.get(topic, {}).items()
-                if k not in REPLICATION_TOPIC_CONFIGS
-            }
-            try:
-                info = self.broker.adopt_topic(
-                    topic, topic_uuid(assignment.topic_id), len(assignment.partitions), configs
-                )
-                if dict(info.configs) != configs:  # AlterConfigs through ZooKeeper
-                    self.broker.set_topic_configs(topic, configs)
-                    log.info("topic %s: configs now %s", topic, configs)
-            except (KafkaError, ValueError) as error:
-                log.error("topic %s cannot be hosted: %s", topic, error)
+            if topic in unhostable:
                 continue
             for partition, replicas in assignment.partitions.items():
                 tp = TopicPartition(topic, partition)
@@ -166,25 +129,53 @@ class Replication:
                 if self.node_id in replicas and versioned is not None:
                     self._apply_state(tp, replicas, versioned)
         self.first_view.set()
+        changed, self._view_changed = self._view_changed, asyncio.Event()
+        changed.set()
 
-    def _remove_topic(self, topic: str) -> None:
-        """The topic left ZooKeeper: stop replicating it and delete its local logs."""
+    async def wait_for_view(
+        self, predicate: Callable[[ClusterView], bool], timeout_ms: int
+    ) -> bool:
+        """Until a view satisfies `predicate` (True) or the timeout (False): woken by each
+        new view, never polled. E.g. DeleteTopics waits for its topics to leave the view."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while self.view is None or not predicate(self.view):
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self.closing:
+                return False
+            try:
+                # asyncio.timeout, not wait_for: in 3.11 wait_for swallows a cancellation that
+                # arrives as the view event fires, and a replica fetcher cancelled by that very
+                # view (a new leader) then lived on (it truncated a new leader's log).
+                async with asyncio.timeout(remaining):
+                    await self._view_changed.wait()
+            except TimeoutError:
+                return False
+        return True
+
+    def _drop_topic(self, topic: str) -> None:
+        """The topic left ZooKeeper: stop replicating it (its logs are deleted next)."""
         for tp in [tp for tp in self.partitions if tp.topic == topic]:
             state = self.partitions.pop(tp)
             self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            self._tell_group_coordinator(state, is_leader=False)
+            self._tell_role(state, is_leader=False)
+            self._wake_fetch_watchers(state)
             if state.fetcher is not None:
                 state.fetcher.cancel()
                 state.fetcher = None
-        if self.broker.topics.get(topic) is not None:
-            self.broker.delete_topic(topic)
+
+    def _tell_role(self, state: ReplicaState, is_leader: bool) -> None:
+        """Leadership of a partition gained or lost here (Kafka's onElection /
+        onResignation for the coordinators)."""
+        for listener in self.role_listeners:
+            listener(state.tp, is_leader)
 
     def _state_for(self, tp: TopicPartition, replicas: tuple[int, ...]) -> ReplicaState:
         state = self.partitions.get(tp)
         if state is None:
             partition_log = self.broker.partition_log(tp.topic, tp.partition)
             state = ReplicaState(tp, partition_log, LeaderEpochCache(partition_log.directory))
-            checkpointed = min(self._checkpointed.pop(tp, 0), partition_log.log_end_offset)
+            checkpointed = self.checkpointer.initial(tp, partition_log.log_end_offset)
             if checkpointed > 0:
                 state.high_watermark = checkpointed
                 log.info("%s: high watermark %d from the checkpoint", tp, checkpointed)
@@ -224,30 +215,18 @@ class Replication:
             state.fetcher = None
         log_end_offset = state.log.log_end_offset
         state.epochs.assign(state.leader_epoch, log_end_offset)
-        state.high_watermark = min(state.high_watermark, log_end_offset)
-        now_ms = clock.now_ms()
-        # Followers get a fresh lag allowance and hold the high watermark until they fetch.
-        state.followers = {
-            b: placement.FollowerState(b, state.high_watermark, now_ms)
-            for b in state.replicas
-            if b != self.node_id
-        }
+        isr.become_leader(state, self.node_id, log_end_offset, clock.now_ms())
         self._advance_high_watermark(state)
-        self._tell_group_coordinator(state, is_leader=True)
-
-    def _tell_group_coordinator(self, state: ReplicaState, is_leader: bool) -> None:
-        """A `__consumer_offsets` partition gained or lost its leader here: the group
-        coordinator loads or unloads its groups (Kafka's onElection / onResignation)."""
-        if state.tp.topic == OFFSETS_TOPIC and self.broker.groups is not None:
-            self.broker.groups.on_partition_role(state.tp.partition, is_leader)
+        self._tell_role(state, is_leader=True)
 
     def _become_follower(self, state: ReplicaState) -> None:
         from tidelog.broker.replica_fetcher import ReplicaFetcher
 
         log.info("%s: follower of %d at epoch %d", state.tp, state.leader, state.leader_epoch)
         self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        self._tell_group_coordinator(state, is_leader=False)
+        self._tell_role(state, is_leader=False)
         state.followers = {}
+        self._wake_fetch_watchers(state)  # wait_for_isr_fetches sees the lost leadership
         if state.fetcher is not None:
             self._spawn(state.fetcher.stop())
             state.fetcher = None
@@ -258,188 +237,7 @@ class Replication:
     def leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         return self.view.brokers.get(broker_id) if self.view is not None else None
 
-    # ------------------------------------------------------------ requests
-
-    def _partition(self, tp: TopicPartition) -> ReplicaState:
-        state = self.partitions.get(tp)
-        if state is None:
-            known = self.view is not None and tp.topic in self.view.topics
-            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if not known:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            raise KafkaError(code, f"{tp} is not hosted by broker {self.node_id}")
-        return state
-
-    def _leader(self, tp: TopicPartition, current_leader_epoch: int = -1) -> ReplicaState:
-        """This broker's partition as leader; the client's epoch is checked first (KIP-320,
-        Kafka's order): older -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH, -1 none."""
-        state = self._partition(tp)
-        placement.check_leader_epoch(tp, current_leader_epoch, state.leader_epoch)
-        if state.leader != self.node_id:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{tp}: leader is {state.leader}")
-        return state
-
-    def min_insync_replicas(self, topic: str) -> int:
-        configs = self.view.configs.get(topic, {}) if self.view is not None else {}
-        try:
-            return int(configs.get(MIN_INSYNC_REPLICAS, self.settings.min_insync_replicas))
-        except ValueError:
-            return self.settings.min_insync_replicas
-
-    def check_produce(self, tp: TopicPartition, acks: int) -> int:
-        """Before a leader append: the leader epoch to stamp; raises NOT_LEADER_OR_FOLLOWER,
-        or NOT_ENOUGH_REPLICAS for acks=all while the ISR is below min.insync.replicas."""
-        state = self._leader(tp)
-        if acks == -1:
-            code = placement.check_min_insync(len(state.isr), self.min_insync_replicas(tp.topic))
-            if code != ErrorCode.NONE:
-                raise KafkaError(code, f"{tp}: isr {state.isr}")
-        return state.leader_epoch
-
-    def after_leader_append(self, tp: TopicPartition) -> None:
-        state = self.partitions.get(tp)
-        if state is not None and state.leader == self.node_id:
-            self._advance_high_watermark(state)
-
-    async def wait_for_high_watermark(
-        self, tp: TopicPartition, end_offset: int, timeout_ms: int
-    ) -> ErrorCode:
-        """acks=all: park until the high watermark reaches `end_offset` (and, with
-        acks.all.fsync, the leader's own copy is fsynced: followers fsync before they report)."""
-        state = self.partitions.get(tp)
-        if state is None or state.leader != self.node_id:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if self.settings.acks_all_fsync:
-            try:
-                await asyncio.wait_for(
-                    self.broker.wait_durable(state.log, end_offset), max(timeout_ms, 1) / 1000
-                )
-            except TimeoutError:
-                return ErrorCode.REQUEST_TIMED_OUT
-            except KafkaError as error:
-                return error.code
-            if state.leader != self.node_id:
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if state.high_watermark >= end_offset:
-            return self._acks_outcome(state)
-        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-        entry = (end_offset, future)
-        state.waiters.append(entry)
-        try:
-            return await asyncio.wait_for(future, max(timeout_ms, 1) / 1000)
-        except TimeoutError:
-            return ErrorCode.REQUEST_TIMED_OUT
-        finally:
-            with contextlib.suppress(ValueError):
-                state.waiters.remove(entry)
-
-    def _acks_outcome(self, state: ReplicaState) -> ErrorCode:
-        if len(state.isr) < self.min_insync_replicas(state.tp.topic):
-            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return ErrorCode.NONE
-
-    def _fail_waiters(self, state: ReplicaState, code: ErrorCode) -> None:
-        for _, future in state.waiters:
-            if not future.done():
-                future.set_result(code)
-        state.waiters.clear()
-
-    def fetch_bounds(
-        self, tp: TopicPartition, replica_id: int, fetch_offset: int,
-        current_leader_epoch: int = -1,
-    ) -> tuple[int, int]:
-        """(high watermark to report, offset to read below) for a Fetch on this leader.
-
-        Consumers read below the high watermark; a follower (replica_id >= 0) reads to the
-        log end and its fetch offset is its log end offset (placement.update_follower_fetch).
-        """
-        state = self._leader(tp, current_leader_epoch)
-        log_end_offset = state.log.log_end_offset
-        if replica_id < 0:
-            return state.high_watermark, state.high_watermark
-        if replica_id not in state.replicas:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{replica_id} is no replica")
-        if fetch_offset <= log_end_offset:
-            self._record_follower_fetch(state, replica_id, fetch_offset, log_end_offset)
-        return state.high_watermark, log_end_offset
-
-    def _record_follower_fetch(
-        self, state: ReplicaState, replica_id: int, fetch_offset: int, log_end_offset: int
-    ) -> None:
-        now_ms = clock.now_ms()
-        state.fetch_counts[replica_id] = state.fetch_counts.get(replica_id, 0) + 1
-        for watcher in state.fetch_watchers:
-            if not watcher.done():
-                watcher.set_result(None)
-        state.fetch_watchers.clear()
-        follower = state.followers.get(replica_id) or placement.FollowerState(replica_id)
-        follower = placement.update_follower_fetch(follower, fetch_offset, log_end_offset, now_ms)
-        state.followers[replica_id] = follower
-        if (
-            replica_id not in state.isr
-            and state.pending_isr is None
-            and placement.may_join_isr(
-                follower,
-                high_watermark=state.high_watermark,
-                leader_epoch_start_offset=state.epochs.epoch_start_offset(state.leader_epoch),
-            )
-        ):
-            self._write_isr(state, placement.expanded_isr(state.isr, replica_id, state.replicas))
-        self._advance_high_watermark(state)
-
-    async def wait_for_isr_fetches(self, tp: TopicPartition, fetches: int, timeout_ms: int) -> bool:
-        """Leader: until every other ISR member has fetched `fetches` more times (each
-        follower applies a response before its next fetch); False at the timeout."""
-        state = self._leader(tp)
-        wanted = {b: state.fetch_counts.get(b, 0) + fetches for b in state.isr if b != self.node_id}
-        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
-        while any(state.fetch_counts.get(b, 0) < n for b, n in wanted.items() if b in state.isr):
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0 or state.leader != self.node_id:
-                return False
-            watcher: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            state.fetch_watchers.append(watcher)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(watcher, remaining)
-        return state.leader == self.node_id
-
-    def high_watermark(self, tp: TopicPartition, current_leader_epoch: int = -1) -> int:
-        return self._leader(tp, current_leader_epoch).high_watermark
-
-    def leader_epoch(self, tp: TopicPartition) -> int:
-        return self._partition(tp).leader_epoch
-
-    def end_offset_for_epoch(
-        self, tp: TopicPartition, epoch: int, current_leader_epoch: int = -1
-    ) -> tuple[int, int]:
-        """OffsetForLeaderEpoch on the leader: (epoch found, its end offset)."""
-        state = self._leader(tp, current_leader_epoch)
-        return state.epochs.end_offset_for(epoch, state.log.log_end_offset)
-
-    def set_follower_high_watermark(self, state: ReplicaState, leader_high_watermark: int) -> None:
-        state.high_watermark = max(
-            state.high_watermark, min(leader_high_watermark, state.log.log_end_offset)
-        )
-
-    # ------------------------------------------------------------ high watermark and ISR
-
-    def _advance_high_watermark(self, state: ReplicaState) -> None:
-        maximal = set(state.isr) | set(state.pending_isr or ())
-        log_end_offset = state.log.log_end_offset
-        new = placement.high_watermark(
-            state.high_watermark, self.node_id, log_end_offset, maximal, state.followers
-        )
-        new = min(new, log_end_offset)
-        if new <= state.high_watermark:
-            return
-        state.high_watermark = new
-        if state.waiters:
-            outcome = self._acks_outcome(state)
-            for entry in [w for w in state.waiters if w[0] <= new]:
-                state.waiters.remove(entry)
-                if not entry[1].done():
-                    entry[1].set_result(outcome)
-        self.broker.append_waiters.notify(state.tp)  # consumers parked below the old mark
+    # ------------------------------------------------------------ ISR writes
 
     def _write_isr(self, state: ReplicaState, new_isr: tuple[int, ...]) -> None:
         agent = self.agent
@@ -471,17 +269,15 @@ class Replication:
     async def _isr_loop(self) -> None:
         interval_s = max(self.settings.replica_lag_time_max_ms / 2, 50) / 1000
         while True:
+            # Kafka's isr-expiration task: lag is a matter of time passing, so a periodic
+            # check (not a poll of state another task changes).
             await asyncio.sleep(interval_s)
             now_ms = clock.now_ms()
             for state in list(self.partitions.values()):
-                if state.leader != self.node_id or state.pending_isr is not None:
+                if state.leader != self.node_id:
                     continue
-                lagging = placement.out_of_sync_replicas(
-                    self.node_id,
-                    state.isr,
-                    state.followers,
-                    now_ms=now_ms,
-                    replica_lag_time_max_ms=self.settings.replica_lag_time_max_ms,
+                shrunk = isr.shrink_candidate(
+                    state, self.node_id, now_ms, self.settings.replica_lag_time_max_ms
                 )
-                if lagging:
-                    self._write_isr(state, placement.shrunk_isr(state.isr, lagging))
+                if shrunk is not None:
+                    self._write_isr(state, shrunk)

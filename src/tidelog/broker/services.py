@@ -17,7 +17,7 @@ Runs on the event loop; nothing here blocks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -196,6 +196,9 @@ class FollowedPartition(Protocol):
     def epochs(self) -> LeaderEpochs: ...
 
     high_watermark: int  # the fetcher adopts the leader's
+    @property
+    def fetcher(self) -> object | None:
+        """The current fetcher: a replaced one exits before touching the log."""
 
 
 class FetcherSettings(Protocol):
@@ -217,6 +220,10 @@ class FetcherOwner(Protocol):
     def broker(self) -> DurableWaits: ...
 
     def leader_endpoint(self, broker_id: int) -> tuple[str, int] | None: ...
+
+    async def wait_for_view(
+        self, predicate: Callable[[Any], bool], timeout_ms: int  # Any: a ClusterView (a layer up)
+    ) -> bool: ...
 
     def set_follower_high_watermark(
         self, state: Any, leader_high_watermark: int
