@@ -97,10 +97,8 @@ class _AgentMember(ClusterMember):
     def __init__(self, client: KazooClient, registration: BrokerRegistration,
                  wake: threading.Event, unclean_leader_election_enable: bool) -> None:
         super().__init__(client, registration,
-                         unclean_leader_election_enable=unclean_leader_election_enable)
-        # Fail at start, not silently, if ClusterMember stops keeping its inbox there.
-        assert isinstance(self._inbox, EventInbox)
-        self._inbox = _WakingInbox(wake)
+                         unclean_leader_election_enable=unclean_leader_election_enable,
+                         inbox=_WakingInbox(wake))
 
 
 class ClusterAgent:
