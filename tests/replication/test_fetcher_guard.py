@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tidelog.broker.replica_fetcher import FetcherStopped, ReplicaFetcher
+from tidelog.broker.replication.replica_fetcher import FetcherStopped, ReplicaFetcher
 
 
 def _fetcher() -> tuple[ReplicaFetcher, Any]:

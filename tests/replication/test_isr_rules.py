@@ -1,8 +1,8 @@
-"""The leader's ISR and high-watermark rules (broker/isr.py), without a loop or brokers."""
+"""The leader's ISR and high-watermark rules (broker/replication/isr.py), no loop or brokers."""
 
 from __future__ import annotations
 
-from tidelog.broker import isr
+from tidelog.broker.replication import isr
 from tidelog.cluster.placement import FollowerState
 from tidelog.errors import ErrorCode
 

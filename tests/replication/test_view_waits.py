@@ -7,8 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tidelog.broker.cluster_agent import ClusterSettings, ClusterView
-from tidelog.broker.replication import Replication
+from tidelog.broker.replication.cluster_agent import ClusterSettings, ClusterView
+from tidelog.broker.replication.replica_manager import Replication
 
 
 def _replication(tmp_path: Path) -> Replication:

@@ -11,9 +11,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from tidelog.broker import group_service
-from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings
-from tidelog.broker.replication import Replication
+from tidelog.broker.groups import service as group_service
+from tidelog.broker.replication.cluster_agent import ClusterAgent, ClusterSettings
+from tidelog.broker.replication.replica_manager import Replication
 from tidelog.broker.state import Broker
 from tidelog.cluster.zk_layout import BrokerRegistration
 

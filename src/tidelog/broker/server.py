@@ -21,8 +21,8 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-from tidelog.broker import group_service
 from tidelog.broker.config import BrokerConfig
+from tidelog.broker.groups import service as group_service
 from tidelog.broker.handlers import (
     admin,
     api_versions,
@@ -36,7 +36,7 @@ from tidelog.broker.handlers import (
 from tidelog.broker.handlers.admin_common import AdminDeps
 from tidelog.broker.handlers.context import HandlerTable
 from tidelog.broker.handlers.groups_common import CoordinatorLocator, GroupDeps
-from tidelog.broker.metrics_http import MetricsAddressError, start_metrics
+from tidelog.broker.metrics.http import MetricsAddressError, start_metrics
 from tidelog.broker.net.connection import ConnectionLimits
 from tidelog.broker.net.listener import Listener
 from tidelog.broker.net.router import Router
@@ -45,8 +45,8 @@ from tidelog.broker.state import Broker
 from tidelog.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from tidelog.broker.cluster_agent import ClusterSettings
-    from tidelog.broker.replication import Replication
+    from tidelog.broker.replication.cluster_agent import ClusterSettings
+    from tidelog.broker.replication.replica_manager import Replication
 
 log = logging.getLogger("tidelog.broker.server")
 DRAIN_TIMEOUT_S = 6.0  # leaves margin inside the 10 s a supervisor gives SIGTERM
@@ -99,7 +99,7 @@ def _coordinator_locator(broker: Broker, replication: Replication | None) -> Coo
         here = (config.node_id, config.advertised_host, config.advertised_port)
         return lambda _group_id: (ErrorCode.NONE, here)
 
-    from tidelog.broker.group_cluster import find_coordinator
+    from tidelog.broker.groups.cluster import find_coordinator
 
     def locate(group_id: str) -> tuple[ErrorCode, tuple[int, str, int]]:
         creator = group_service.service(broker).creator

@@ -28,7 +28,6 @@ from functools import partial
 from typing import Any
 
 from tidelog.broker import clock
-from tidelog.broker.cluster_agent import topic_uuid
 from tidelog.broker.handlers import metadata as metadata_handler
 from tidelog.broker.handlers.cluster_common import (
     ClusterDeps,
@@ -36,7 +35,8 @@ from tidelog.broker.handlers.cluster_common import (
     joined,
 )
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
-from tidelog.broker.replication import REPLICATION_TOPIC_CONFIGS, Replication
+from tidelog.broker.replication.cluster_agent import topic_uuid
+from tidelog.broker.replication.replica_manager import REPLICATION_TOPIC_CONFIGS, Replication
 from tidelog.broker.topic_configs import validate_overrides
 from tidelog.cluster.zk_layout import NO_LEADER
 from tidelog.errors import ErrorCode, KafkaError

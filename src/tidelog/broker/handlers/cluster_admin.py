@@ -36,7 +36,7 @@ from tidelog.broker.handlers.cluster_common import (
     joined,
 )
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
-from tidelog.broker.replication import REPLICATION_TOPIC_CONFIGS, Replication
+from tidelog.broker.replication.replica_manager import REPLICATION_TOPIC_CONFIGS, Replication
 from tidelog.broker.topic_configs import ResourceType, apply_incremental, validate_overrides
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tidelog.broker.config import BrokerConfig
 from tidelog.broker.delayed import AppendWaiters
-from tidelog.broker.replication import Replication
+from tidelog.broker.replication.replica_manager import Replication
 from tidelog.broker.services import ClusterIdentity
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError

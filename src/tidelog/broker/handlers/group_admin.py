@@ -9,7 +9,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from tidelog.broker.group_service import GroupService
+from tidelog.broker.groups.service import GroupService
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.handlers.groups_common import (
     NO_AUTHORIZED_OPERATIONS,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tidelog.broker.group_service import GroupService
+from tidelog.broker.groups.service import GroupService
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode
 from tidelog.protocol import responses

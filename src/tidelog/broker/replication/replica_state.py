@@ -18,7 +18,7 @@ from tidelog.storage.log import PartitionLog
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
-    from tidelog.broker.replica_fetcher import ReplicaFetcher
+    from tidelog.broker.replication.replica_fetcher import ReplicaFetcher
 
 
 @dataclass(eq=False)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from tidelog.broker.cluster_agent import ClusterView, topic_uuid
+from tidelog.broker.replication.cluster_agent import ClusterView, topic_uuid
 from tidelog.errors import KafkaError
 
 if TYPE_CHECKING:
     from tidelog.broker.state import Broker
 
-log = logging.getLogger("tidelog.broker.replication")
+log = logging.getLogger("tidelog.broker.replication.replica_manager")
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 # Replication's own topic configs: kept in ZooKeeper, never in the local LogConfig.

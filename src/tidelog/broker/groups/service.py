@@ -29,10 +29,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tidelog.broker import clock
-from tidelog.broker.group_log import group_config, group_stats, read_partition
-from tidelog.broker.group_writes import UncommittedWrites, Write, complete, fail, record_groups
+from tidelog.broker.groups.loading import group_config, group_stats, read_partition
+from tidelog.broker.groups.writes import UncommittedWrites, Write, complete, fail, record_groups
 from tidelog.broker.internal_topics import OFFSETS_TOPIC
-from tidelog.broker.metrics import GroupStats
+from tidelog.broker.metrics.registry import GroupStats
 from tidelog.coordinator.coordinator import GroupCoordinatorShard, ShardSnapshot, partition_for
 from tidelog.coordinator.loader import encode_batch
 from tidelog.coordinator.messages import Result, TimerKey, TimerRequest, TopicsImage
@@ -41,7 +41,7 @@ from tidelog.records.batch import RecordBatch
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
-    from tidelog.broker.replication import Replication
+    from tidelog.broker.replication.replica_manager import Replication
     from tidelog.broker.state import Broker
 
 log = logging.getLogger("tidelog.broker.groups")
@@ -73,7 +73,7 @@ class GroupService:
         )
         self._schedule_retention()
         if self.replication is not None:
-            from tidelog.broker.group_cluster import OffsetsTopicCreator, offsets_partition_count
+            from tidelog.broker.groups.cluster import OffsetsTopicCreator, offsets_partition_count
 
             self.creator = OffsetsTopicCreator(broker, self.replication)
             self.partitions = offsets_partition_count(broker, self.replication)
@@ -113,7 +113,7 @@ class GroupService:
         it. A new leader epoch while already leading keeps the loaded state (it is the log's)."""
         if self.replication is None:
             return
-        from tidelog.broker.group_cluster import offsets_partition_count
+        from tidelog.broker.groups.cluster import offsets_partition_count
 
         self.partitions = offsets_partition_count(self.broker, self.replication)
         if not is_leader:
@@ -167,7 +167,7 @@ class GroupService:
 
     def partition_of(self, group_id: str) -> int:
         if self.replication is not None:
-            from tidelog.broker.group_cluster import offsets_partition_count
+            from tidelog.broker.groups.cluster import offsets_partition_count
 
             self.partitions = offsets_partition_count(self.broker, self.replication)
         return partition_for(group_id, self.partitions)
@@ -257,7 +257,7 @@ class GroupService:
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         leader_epoch = 0
         if self.replication is not None:
-            from tidelog.broker.group_cluster import append_leader_epoch
+            from tidelog.broker.groups.cluster import append_leader_epoch
 
             leader_epoch = append_leader_epoch(self.replication, tp)
         partition_log = self.broker.partition_log(OFFSETS_TOPIC, partition)
@@ -277,7 +277,7 @@ class GroupService:
         if partition_log.config.durability == "sync":
             durable = self.broker.wait_durable(partition_log, appended.last_offset + 1)
         if self.replication is not None:
-            from tidelog.broker.group_cluster import replicated
+            from tidelog.broker.groups.cluster import replicated
 
             self.replication.after_leader_append(tp)
             durable = replicated(self.replication, tp, appended.last_offset + 1, durable)

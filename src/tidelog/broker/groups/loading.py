@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from tidelog.broker.internal_topics import OFFSETS_TOPIC
-from tidelog.broker.metrics import GroupOffset, GroupStats
+from tidelog.broker.metrics.registry import GroupOffset, GroupStats
 from tidelog.coordinator.coordinator import GroupCoordinatorShard
 from tidelog.coordinator.loader import iter_coordinator_records
 from tidelog.coordinator.messages import GroupConfig

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from tidelog.broker import clock, isr
-from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings, ClusterView
-from tidelog.broker.hw_checkpointer import HighWatermarkCheckpointer
-from tidelog.broker.leader_requests import LeaderRequests
-from tidelog.broker.replica_state import ReplicaState
-from tidelog.broker.topic_mirror import (
+from tidelog.broker import clock
+from tidelog.broker.replication import isr
+from tidelog.broker.replication.cluster_agent import ClusterAgent, ClusterSettings, ClusterView
+from tidelog.broker.replication.hw_checkpointer import HighWatermarkCheckpointer
+from tidelog.broker.replication.leader_requests import LeaderRequests
+from tidelog.broker.replication.replica_state import ReplicaState
+from tidelog.broker.replication.topic_mirror import (
     MIN_INSYNC_REPLICAS,
     REPLICATION_TOPIC_CONFIGS,
     UNCLEAN_LEADER_ELECTION,
@@ -47,7 +48,7 @@ from tidelog.types import TopicPartition
 if TYPE_CHECKING:
     from tidelog.broker.state import Broker
 
-log = logging.getLogger("tidelog.broker.replication")
+log = logging.getLogger("tidelog.broker.replication.replica_manager")
 __all__ = [
     "MIN_INSYNC_REPLICAS", "REPLICATION_TOPIC_CONFIGS", "UNCLEAN_LEADER_ELECTION",
     "ReplicaState", "Replication", "RoleListener", "ViewListener",
@@ -220,7 +221,7 @@ class Replication(LeaderRequests):
         self._tell_role(state, is_leader=True)
 
     def _become_follower(self, state: ReplicaState) -> None:
-        from tidelog.broker.replica_fetcher import ReplicaFetcher
+        from tidelog.broker.replication.replica_fetcher import ReplicaFetcher
 
         log.info("%s: follower of %d at epoch %d", state.tp, state.leader, state.leader_epoch)
         self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)

@@ -30,10 +30,10 @@ from tidelog.errors import ErrorCode, KafkaError
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
-    from tidelog.broker.replication import Replication
+    from tidelog.broker.replication.replica_manager import Replication
     from tidelog.broker.state import Broker
 
-log = logging.getLogger("tidelog.broker.group_cluster")
+log = logging.getLogger("tidelog.broker.groups.cluster")
 
 OFFSETS_REPLICATION_FACTOR = 3  # Kafka's offsets.topic.replication.factor default
 OFFSETS_COMMIT_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms default

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from tidelog.broker.services import FetcherOwner as Replication
     from tidelog.broker.services import FollowedPartition as ReplicaState
 
-log = logging.getLogger("tidelog.broker.replica_fetcher")
+log = logging.getLogger("tidelog.broker.replication.replica_fetcher")
 FETCH_KEY, FETCH_VERSION = 1, 12
 EPOCH_KEY, EPOCH_VERSION = 23, 4
 FETCH_MAX_WAIT_MS = 500

@@ -15,7 +15,7 @@ from pathlib import Path
 from tidelog.storage.hw_checkpoint import read_high_watermarks, write_high_watermarks
 from tidelog.types import TopicPartition
 
-log = logging.getLogger("tidelog.broker.replication")
+log = logging.getLogger("tidelog.broker.replication.replica_manager")
 
 
 class HighWatermarkCheckpointer:

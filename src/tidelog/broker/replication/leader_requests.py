@@ -11,15 +11,16 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
-from tidelog.broker import clock, isr
-from tidelog.broker.topic_mirror import MIN_INSYNC_REPLICAS
+from tidelog.broker import clock
+from tidelog.broker.replication import isr
+from tidelog.broker.replication.topic_mirror import MIN_INSYNC_REPLICAS
 from tidelog.cluster import placement
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
-    from tidelog.broker.cluster_agent import ClusterSettings, ClusterView
-    from tidelog.broker.replica_state import ReplicaState
+    from tidelog.broker.replication.cluster_agent import ClusterSettings, ClusterView
+    from tidelog.broker.replication.replica_state import ReplicaState
     from tidelog.broker.state import Broker
 
 
