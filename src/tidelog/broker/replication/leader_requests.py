@@ -85,11 +85,12 @@ class LeaderRequests:
         state = self.partitions.get(tp)
         if state is None or state.leader != self.node_id:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # asyncio.timeout, not wait_for, for every wait here: in 3.11 wait_for swallows a
+        # cancellation that arrives as the awaited future completes (see wait_for_view).
         if self.settings.acks_all_fsync:
             try:
-                await asyncio.wait_for(
-                    self.broker.wait_durable(state.log, end_offset), max(timeout_ms, 1) / 1000
-                )
+                async with asyncio.timeout(max(timeout_ms, 1) / 1000):
+                    await self.broker.wait_durable(state.log, end_offset)
             except TimeoutError:
                 return ErrorCode.REQUEST_TIMED_OUT
             except KafkaError as error:
@@ -102,7 +103,8 @@ class LeaderRequests:
         entry = (end_offset, future)
         state.waiters.append(entry)
         try:
-            return await asyncio.wait_for(future, max(timeout_ms, 1) / 1000)
+            async with asyncio.timeout(max(timeout_ms, 1) / 1000):
+                return await future
         except TimeoutError:
             return ErrorCode.REQUEST_TIMED_OUT
         finally:
@@ -170,7 +172,8 @@ class LeaderRequests:
             watcher: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             state.fetch_watchers.append(watcher)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(watcher, remaining)
+                async with asyncio.timeout(remaining):
+                    await watcher
         return state.leader == self.node_id
 
     def high_watermark(self, tp: TopicPartition, current_leader_epoch: int = -1) -> int:
