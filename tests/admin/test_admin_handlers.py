@@ -19,10 +19,12 @@ from kio.index import load_request_schema
 
 from tidelog.broker.config import load_config
 from tidelog.broker.handlers import admin
+from tidelog.broker.handlers.admin_common import AdminDeps
+from tidelog.broker.handlers.context import RequestContext
 from tidelog.broker.metadata import TopicInfo
-from tidelog.broker.router import RequestContext
 from tidelog.broker.state import Broker
 from tidelog.errors import ErrorCode
+from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.codec import RequestHeader, encode_response
 
 
@@ -42,7 +44,8 @@ def request_types(api_key: int, version: int) -> tuple[type, Any]:
 
 def call(broker: Broker, api_key: int, version: int, request: Any) -> Any:
     header = RequestHeader(api_key, version, 7, "test", bool(type(request).__flexible__))
-    response = asyncio.run(admin.HANDLERS[api_key](broker, RequestContext(header, "", 0), request))
+    table = admin.handlers(AdminDeps(broker.config, broker.identity, broker.topics))
+    response = asyncio.run(table[api_key](RequestContext(header, "", 0), request))
     assert encode_response(header, response)  # every version must serialize
     return response
 
@@ -59,7 +62,7 @@ def topic(broker: Broker, name: str) -> TopicInfo:
 
 @pytest.mark.parametrize("version", range(2, 8))
 def test_create_topics_every_version(broker: Broker, version: int) -> None:
-    schema, module = request_types(admin.CREATE_TOPICS, version)
+    schema, module = request_types(ApiKey.CREATE_TOPICS, version)
     config = module.CreatableTopicConfig(name="retention.ms", value="1000")
     topic = module.CreatableTopic(
         name=f"v{version}",
@@ -68,7 +71,7 @@ def test_create_topics_every_version(broker: Broker, version: int) -> None:
         assignments=(),
         configs=(config,),
     )
-    response = call(broker, admin.CREATE_TOPICS, version, schema(topics=(topic,)))
+    response = call(broker, ApiKey.CREATE_TOPICS, version, schema(topics=(topic,)))
     [result] = response.topics
     assert result.error_code == ErrorCode.NONE
     info = broker.topics.get(f"v{version}")
@@ -76,12 +79,12 @@ def test_create_topics_every_version(broker: Broker, version: int) -> None:
 
 
 def test_create_topics_contradictory_assignment(broker: Broker) -> None:
-    schema, module = request_types(admin.CREATE_TOPICS, 7)
+    schema, module = request_types(ApiKey.CREATE_TOPICS, 7)
     assignment = module.CreatableReplicaAssignment(partition_index=0, broker_ids=(0,))
     topic = module.CreatableTopic(
         name="both", num_partitions=3, replication_factor=1, assignments=(assignment,), configs=()
     )
-    [result] = call(broker, admin.CREATE_TOPICS, 7, schema(topics=(topic,))).topics
+    [result] = call(broker, ApiKey.CREATE_TOPICS, 7, schema(topics=(topic,))).topics
     assert result.error_code == ErrorCode.INVALID_REQUEST
     assert broker.topics.get("both") is None
 
@@ -89,12 +92,12 @@ def test_create_topics_contradictory_assignment(broker: Broker) -> None:
 @pytest.mark.parametrize("version", range(1, 7))
 def test_delete_topics_every_version(broker: Broker, version: int) -> None:
     create_topic(broker, "gone")
-    schema, module = request_types(admin.DELETE_TOPICS, version)
+    schema, module = request_types(ApiKey.DELETE_TOPICS, version)
     if version >= 6:
         request = schema(topics=(module.DeleteTopicState(name="gone", topic_id=None),), timeout=0)
     else:
         request = schema(topic_names=("gone",), timeout=0)
-    [result] = call(broker, admin.DELETE_TOPICS, version, request).responses
+    [result] = call(broker, ApiKey.DELETE_TOPICS, version, request).responses
     assert result.error_code == ErrorCode.NONE
     assert broker.topics.get("gone") is None
 
@@ -103,13 +106,13 @@ def test_delete_topics_by_id(broker: Broker) -> None:
     create_topic(broker, "by-id")
     info = broker.topics.get("by-id")
     assert info is not None
-    schema, module = request_types(admin.DELETE_TOPICS, 6)
+    schema, module = request_types(ApiKey.DELETE_TOPICS, 6)
     states = (
         module.DeleteTopicState(name=None, topic_id=info.topic_id),
         module.DeleteTopicState(name=None, topic_id=uuid.uuid4()),
         module.DeleteTopicState(name="x", topic_id=uuid.uuid4()),
     )
-    results = call(broker, admin.DELETE_TOPICS, 6, schema(topics=states, timeout=0)).responses
+    results = call(broker, ApiKey.DELETE_TOPICS, 6, schema(topics=states, timeout=0)).responses
     assert [(r.name, r.error_code) for r in results] == [
         ("by-id", ErrorCode.NONE),
         (None, ErrorCode.UNKNOWN_TOPIC_ID),
@@ -121,7 +124,7 @@ def test_delete_topics_by_id(broker: Broker) -> None:
 
 def test_legacy_alter_configs_replaces_overrides(broker: Broker) -> None:
     broker.create_topic("legacy", 1, {"retention.ms": "1000", "segment.ms": "5000"})
-    schema, module = request_types(admin.admin_configs.ALTER_CONFIGS, 2)
+    schema, module = request_types(ApiKey.ALTER_CONFIGS, 2)
 
     def alter(configs: dict[str, str | None], validate_only: bool = False) -> Any:
         resource = module.AlterConfigsResource(
@@ -130,7 +133,7 @@ def test_legacy_alter_configs_replaces_overrides(broker: Broker) -> None:
             configs=tuple(module.AlterableConfig(name=k, value=v) for k, v in configs.items()),
         )
         request = schema(resources=(resource,), validate_only=validate_only)
-        [result] = call(broker, admin.admin_configs.ALTER_CONFIGS, 2, request).responses
+        [result] = call(broker, ApiKey.ALTER_CONFIGS, 2, request).responses
         return result.error_code
 
     assert alter({"retention.bytes": "4096"}, validate_only=True) == ErrorCode.NONE
@@ -145,7 +148,7 @@ def test_legacy_alter_configs_replaces_overrides(broker: Broker) -> None:
 
 def test_describe_configs_documentation_types_and_bad_resources(broker: Broker) -> None:
     create_topic(broker, "documented")
-    schema, module = request_types(admin.admin_configs.DESCRIBE_CONFIGS, 4)
+    schema, module = request_types(ApiKey.DESCRIBE_CONFIGS, 4)
     resources = (
         module.DescribeConfigsResource(
             resource_type=2, resource_name="documented", configuration_keys=("cleanup.policy",)
@@ -155,7 +158,7 @@ def test_describe_configs_documentation_types_and_bad_resources(broker: Broker) 
     )
     request = schema(resources=resources, include_synonyms=True, include_documentation=True)
     topic, other_broker, logger = call(
-        broker, admin.admin_configs.DESCRIBE_CONFIGS, 4, request
+        broker, ApiKey.DESCRIBE_CONFIGS, 4, request
     ).results
     [entry] = topic.configs
     assert (entry.name, entry.value, entry.config_type) == ("cleanup.policy", "delete", 7)
@@ -167,12 +170,12 @@ def test_describe_configs_documentation_types_and_bad_resources(broker: Broker) 
 @pytest.mark.parametrize("version", range(0, 4))
 def test_create_partitions_assignments(broker: Broker, version: int) -> None:
     create_topic(broker, "grow")
-    schema, module = request_types(admin.CREATE_PARTITIONS, version)
+    schema, module = request_types(ApiKey.CREATE_PARTITIONS, version)
 
     def grow(count: int, assignments: Any) -> Any:
         topic = module.CreatePartitionsTopic(name="grow", count=count, assignments=assignments)
         request = schema(topics=(topic,), timeout=0, validate_only=False)
-        [result] = call(broker, admin.CREATE_PARTITIONS, version, request).results
+        [result] = call(broker, ApiKey.CREATE_PARTITIONS, version, request).results
         return result.error_code
 
     one = module.CreatePartitionsAssignment(broker_ids=(0,))
@@ -187,7 +190,7 @@ def test_create_partitions_assignments(broker: Broker, version: int) -> None:
 @pytest.mark.parametrize("version", range(0, 3))
 def test_delete_records_every_version(broker: Broker, version: int) -> None:
     create_topic(broker, "records")
-    schema, module = request_types(admin.DELETE_RECORDS, version)
+    schema, module = request_types(ApiKey.DELETE_RECORDS, version)
     partitions = (
         module.DeleteRecordsPartition(partition_index=0, offset=-1),
         module.DeleteRecordsPartition(partition_index=0, offset=-7),
@@ -196,7 +199,7 @@ def test_delete_records_every_version(broker: Broker, version: int) -> None:
     request = schema(
         topics=(module.DeleteRecordsTopic(name="records", partitions=partitions),), timeout=0
     )
-    [topic] = call(broker, admin.DELETE_RECORDS, version, request).topics
+    [topic] = call(broker, ApiKey.DELETE_RECORDS, version, request).topics
     assert [(p.error_code, p.low_watermark) for p in topic.partitions] == [
         (ErrorCode.NONE, 0),
         (ErrorCode.OFFSET_OUT_OF_RANGE, -1),
@@ -205,15 +208,15 @@ def test_delete_records_every_version(broker: Broker, version: int) -> None:
 
 
 def test_describe_cluster_endpoint_types(broker: Broker) -> None:
-    schema, _ = request_types(admin.DESCRIBE_CLUSTER, 1)
+    schema, _ = request_types(ApiKey.DESCRIBE_CLUSTER, 1)
     brokers = call(
-        broker, admin.DESCRIBE_CLUSTER, 1, schema(include_cluster_authorized_operations=False)
+        broker, ApiKey.DESCRIBE_CLUSTER, 1, schema(include_cluster_authorized_operations=False)
     )
     assert brokers.error_code == ErrorCode.NONE and brokers.cluster_id == broker.cluster_id
     assert [(b.broker_id, b.port) for b in brokers.brokers] == [(0, 9092)]
     controllers = call(
         broker,
-        admin.DESCRIBE_CLUSTER,
+        ApiKey.DESCRIBE_CLUSTER,
         1,
         schema(include_cluster_authorized_operations=False, endpoint_type=2),
     )

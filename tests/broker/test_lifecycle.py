@@ -7,6 +7,7 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from .metrics_probe import metrics_args, wait_for_parked_fetches
 from .raw import RawClient, request_module
 from .test_requests import create
 
@@ -45,7 +46,8 @@ def test_max_connections_refuses_the_extra_connection(broker_factory: BrokerFact
 
 
 def test_sigterm_answers_parked_fetches_and_exits_zero(broker_factory: BrokerFactory) -> None:
-    broker = broker_factory()
+    args, metrics_port = metrics_args()
+    broker = broker_factory(extra_args=args)
     with RawClient(broker.bootstrap) as client:
         create(client, "parked")
         module = request_module(FETCH, 11)
@@ -68,7 +70,7 @@ def test_sigterm_answers_parked_fetches_and_exits_zero(broker_factory: BrokerFac
             forgotten_topics_data=(),
         )
         correlation_id = client.send(FETCH, 11, body)
-        time.sleep(0.3)
+        wait_for_parked_fetches(metrics_port, 1)
         started = time.monotonic()
         broker.process.send_signal(signal.SIGTERM)
         response = client.read_response(FETCH, 11, correlation_id)

@@ -14,10 +14,11 @@ from tidelog.records.batch import iter_batches
 from tidelog.records.builder import NewRecord, build_batch
 from tidelog.records.record import iter_records
 
+from .metrics_probe import metrics_args, wait_for_parked_fetches
 from .raw import RawClient, request_module
 
 if TYPE_CHECKING:
-    from conftest import BrokerProcess
+    from conftest import BrokerFactory, BrokerProcess
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
 
@@ -174,7 +175,9 @@ def test_fetch_out_of_range_and_at_least_one_batch(broker: BrokerProcess) -> Non
         assert at_end.error_code == KioErrorCode.none and not at_end.records
 
 
-def test_long_poll_is_woken_by_an_append(broker: BrokerProcess) -> None:
+def test_long_poll_is_woken_by_an_append(broker_factory: BrokerFactory) -> None:
+    args, metrics_port = metrics_args()
+    broker = broker_factory(extra_args=args)
     with RawClient(broker.bootstrap) as waiter, RawClient(broker.bootstrap) as writer:
         create(writer, "raw-poll")
         module = request_module(FETCH, 11)
@@ -197,7 +200,7 @@ def test_long_poll_is_woken_by_an_append(broker: BrokerProcess) -> None:
             forgotten_topics_data=(),
         )
         correlation_id = waiter.send(FETCH, 11, body)
-        time.sleep(0.2)
+        wait_for_parked_fetches(metrics_port, 1)
         started = time.monotonic()
         produce(writer, "raw-poll", [batch([b"wake"])])
         response = waiter.read_response(FETCH, 11, correlation_id)

@@ -15,7 +15,9 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from tidelog.broker.wire import (
+from tidelog.errors import ProtocolDecodeError
+from tidelog.protocol.codec import RequestHeader, encode_response
+from tidelog.protocol.wire import (
     FetchPartitionData,
     FetchTopicData,
     SendSlice,
@@ -23,8 +25,6 @@ from tidelog.broker.wire import (
     decode_request_header,
     encode_fetch_response,
 )
-from tidelog.errors import ProtocolDecodeError
-from tidelog.protocol.codec import RequestHeader, encode_response
 
 
 def _produce_frame(version: int, topics: list[tuple[str, list[tuple[int, bytes | None]]]]) -> bytes:

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from broker.raw import encode_request, request_module
-from tidelog.broker.wire import decode_produce_request, decode_request_header
 from tidelog.errors import ProtocolDecodeError
 from tidelog.protocol.versions import SUPPORTED_VERSIONS
+from tidelog.protocol.wire import decode_produce_request, decode_request_header
 from tidelog.records.builder import NewRecord, build_batch
 
 LOW, HIGH = SUPPORTED_VERSIONS[0]

@@ -11,8 +11,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -23,6 +25,8 @@ from tidelog.records.record import iter_records
 SESSION_TIMEOUT_MS = 3000
 LAG_TIME_MAX_MS = 2000
 HW_CHECKPOINT_MS = 500
+T = TypeVar("T")
+PartitionView = tuple[int, list[int], list[int]]  # (leader, replicas, isr) of one answer
 
 
 def replica_log(data_dir: Path, topic: str, partition: int = 0) -> dict[int, bytes]:
@@ -142,13 +146,36 @@ class Cluster:
         return p.leader, list(p.replicas), list(p.isrs)
 
     def wait_for(self, predicate, timeout_s: float = 30.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+        self.wait_value(predicate, bool, timeout_s, what)
+
+    @staticmethod
+    def wait_value(read: Callable[[], T], accept: Callable[[T], bool],
+                   timeout_s: float = 30.0, what: str = "condition") -> T:
+        """Poll `read()` until one reading passes `accept` and return that same reading.
+
+        Brokers learn ZooKeeper changes from their own watches, so two readings (from the same
+        broker or two) may disagree; a test acts on the one answer it checked, never on a
+        second read that may come from another broker's older view."""
         deadline = time.monotonic() + timeout_s
-        last_error: Exception | None = None
+        last: str = "no reading"
         while time.monotonic() < deadline:
             try:
-                if predicate():
-                    return
+                value = read()
             except Exception as error:
-                last_error = error
+                last = f"error: {error!r}"
+            else:
+                if accept(value):
+                    return value
+                last = f"reading: {value!r}"
             time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what} (last error: {last_error})")
+        raise AssertionError(f"timed out waiting for {what} (last {last})")
+
+    def wait_for_partition(self, topic: str, accept: Callable[[PartitionView], bool],
+                           partition: int = 0, timeout_s: float = 30.0,
+                           what: str = "partition state") -> PartitionView:
+        """The first Metadata answer with a live leader (not -1) that passes `accept`."""
+        return self.wait_value(
+            lambda: self.partition_state(topic, partition),
+            lambda view: view[0] >= 0 and view[0] in self.brokers and accept(view),
+            timeout_s, what,
+        )

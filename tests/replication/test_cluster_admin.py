@@ -38,7 +38,7 @@ def _checkpoint(cluster: Cluster, node_id: int) -> str:
 
 def test_high_watermark_checkpoint_survives_a_restart(cluster: Cluster) -> None:
     cluster.create_topic("hw")
-    cluster.wait_for(lambda: len(cluster.partition_state("hw")[2]) == 3, what="ISR of 3")
+    cluster.wait_for_partition("hw", lambda view: len(view[2]) == 3, what="ISR of 3")
     _produce(cluster, "hw", 10)
     # Kafka's text format on every replica (followers learn the mark from their fetches).
     for node_id in cluster.brokers:
@@ -46,7 +46,7 @@ def test_high_watermark_checkpoint_survives_a_restart(cluster: Cluster) -> None:
                          what=f"broker {node_id}'s checkpoint")
     lines = _checkpoint(cluster, 1).split("\n")
     assert lines[0] == "0" and int(lines[1]) == len([x for x in lines[2:] if x])
-    leader, replicas, _ = cluster.partition_state("hw")
+    leader, replicas, _ = cluster.wait_for_partition("hw", lambda view: True, what="a leader")
     follower = next(b for b in replicas if b != leader)
     cluster.kill(follower)
     cluster.start(follower)
@@ -180,7 +180,7 @@ def test_configs_and_delete_records_in_cluster_mode(cluster: Cluster) -> None:
     deleted = admin.delete_records([TopicPartition(topic, 0, 40)])
     low_watermark = next(iter(deleted.values())).result(timeout=15).low_watermark
     assert low_watermark == 40
-    leader, _, _ = cluster.partition_state(topic)
+    leader, _, _ = cluster.wait_for_partition(topic, lambda view: True, what="the leader")
     cluster.kill(leader, signal.SIGKILL)
     cluster.wait_for(lambda: cluster.partition_state(topic)[0] not in (-1, leader),
                      what="a new leader")

@@ -47,9 +47,13 @@ def test_fetch_and_list_offsets_honour_the_leader_epoch(cluster: Cluster) -> Non
     cluster.create_topic(TOPIC)
     cluster.wait_for(lambda: _stable(cluster), what="ISR of 3")
     first_address = cluster.bootstrap().split(",")[0]
-    cluster.wait_for(lambda: metadata_leader_epoch(first_address, TOPIC)[0] >= 0,
-                     what=f"broker at {first_address} to see the topic's leader")
-    first_leader, _ = metadata_leader_epoch(first_address, TOPIC)
+    first_leader, _ = cluster.wait_value(
+        lambda: metadata_leader_epoch(first_address, TOPIC), lambda answer: answer[0] >= 0,
+        what=f"broker at {first_address} to see the topic's leader")
+    # The leader learns it leads from its own watch, maybe after the broker that answered.
+    cluster.wait_value(lambda: metadata_leader_epoch(cluster.brokers[first_leader].address, TOPIC),
+                       lambda answer: answer[0] == first_leader,
+                       what="the leader to know it leads")
     assert produce(cluster.brokers[first_leader].address, TOPIC, [b"a", b"b"], acks=-1) == (
         NONE, 0)
     cluster.kill(first_leader)  # the controller elects a new leader with leader_epoch + 1
@@ -58,9 +62,10 @@ def test_fetch_and_list_offsets_honour_the_leader_epoch(cluster: Cluster) -> Non
     any_live = cluster.bootstrap().split(",")[0]
     # Each broker learns the election from its own ZooKeeper watch: this one may lag the one
     # that answered above.
-    cluster.wait_for(lambda: metadata_leader_epoch(any_live, TOPIC)[0] not in (-1, first_leader),
-                     what=f"broker at {any_live} to see the new leader")
-    leader, epoch = metadata_leader_epoch(any_live, TOPIC)
+    leader, epoch = cluster.wait_value(
+        lambda: metadata_leader_epoch(any_live, TOPIC),
+        lambda answer: answer[0] not in (-1, first_leader),
+        what=f"broker at {any_live} to see the new leader")
     assert epoch >= 1
     address = cluster.brokers[leader].address
     cluster.wait_for(lambda: fetch_error(address, TOPIC, epoch) == NONE, what="leader ready")
@@ -89,9 +94,9 @@ def test_stopped_or_killed_controller_is_replaced_and_fenced(cluster: Cluster) -
         old_fence = ControllerFence(old, *epoch_and_version)
         cluster.signal(old, signal.SIGSTOP)  # past the session timeout: ZooKeeper expires it
         try:
-            cluster.wait_for(lambda: store.controller_id() not in (None, old),
-                             timeout_s=SESSION_TIMEOUT_MS / 1000 * 6, what="a new controller")
-            new = store.controller_id()
+            new = cluster.wait_value(store.controller_id, lambda c: c not in (None, old),
+                                     timeout_s=SESSION_TIMEOUT_MS / 1000 * 6,
+                                     what="a new controller")
             new_epoch = store.controller_epoch()
             assert new_epoch is not None and new_epoch[0] == old_fence.epoch + 1
             cluster.wait_for(lambda: old not in store.partition_state(tp).state.isr,

@@ -102,11 +102,15 @@ def test_group_keeps_working_when_its_coordinator_dies(cluster: Cluster) -> None
         assert sorted(metadata.partitions[group_partition].replicas) == [1, 2, 3]
         # A loaded follower can drop out of the ISR for a moment (replica.lag.time.max.ms is
         # 2 s here); the kill below is meant for a whole ISR.
-        cluster.wait_for(lambda: sorted(cluster.partition_state(OFFSETS, group_partition)[2])
-                         == [1, 2, 3], what="the group partition's ISR of 3")
-        coordinator = cluster.partition_state(OFFSETS, group_partition)[0]
+        coordinator, _, _ = cluster.wait_for_partition(
+            OFFSETS, lambda view: sorted(view[2]) == [1, 2, 3], partition=group_partition,
+            what="the group partition's ISR of 3")
+        # Each broker learns leadership from its own ZooKeeper watch: wait until every one
+        # names the leader of that same answer, then the others refuse group requests.
         for broker in cluster.brokers.values():
-            assert _coordinator(cluster, broker.address) == coordinator
+            cluster.wait_value(lambda broker=broker: _coordinator(cluster, broker.address),
+                               lambda named: named == coordinator,
+                               what=f"broker {broker.node_id} to name the coordinator")
             if broker.node_id != coordinator:
                 assert _heartbeat_error(broker.address) == NOT_COORDINATOR
 

@@ -43,16 +43,26 @@ NONE = int(KioErrorCode.none)
 
 def test_isolated_leader_acks_no_acks_all_and_its_tail_is_truncated(cluster: Cluster) -> None:
     cluster.create_topic(TOPIC, configs={"min.insync.replicas": "2"})
-    cluster.wait_for(lambda: len(cluster.partition_state(TOPIC)[2]) == 3, what="ISR of 3")
-    old, replicas, _ = cluster.partition_state(TOPIC)
+    # One Metadata answer gives the leader, replicas and ISR together (a second read may come
+    # from a broker that has not yet heard of the leader: leader -1).
+    old, replicas, _ = cluster.wait_for_partition(TOPIC, lambda view: len(view[2]) == 3,
+                                                  what="ISR of 3")
     old_address = cluster.brokers[old].address
     survivor = cluster.brokers[next(b for b in replicas if b != old)].address
+    # That answer may come from a follower that heard of the state first; the writes below go
+    # to the leader, which learns it leads from its own watch (seen answering
+    # UNKNOWN_TOPIC_OR_PARTITION in between, under load).
+    cluster.wait_value(lambda: metadata_leader_epoch(old_address, TOPIC),
+                       lambda answer: answer[0] == old, what="the leader to know it leads")
     acknowledged: dict[bytes, int] = {}
     for i in range(3):
         value = f"base{i}".encode()
         code, acknowledged[value] = produce(old_address, TOPIC, [value], acks=-1)
         assert code == NONE
-    _, old_epoch = metadata_leader_epoch(survivor, TOPIC)
+    # The survivor's own view may trail: take its epoch from an answer naming the same leader.
+    _, old_epoch = cluster.wait_value(lambda: metadata_leader_epoch(survivor, TOPIC),
+                                      lambda answer: answer[0] == old,
+                                      what="the survivor to see the leader")
 
     cluster.signal(old, signal.SIGSTOP)
     try:
@@ -60,9 +70,10 @@ def test_isolated_leader_acks_no_acks_all_and_its_tail_is_truncated(cluster: Clu
                         produce_request(TOPIC, [b"divergent-acks1"], 1, 10), timeout_s=60)
         acks_all = send(old_address, PRODUCE, 9,
                         produce_request(TOPIC, [b"isolated-acks-all"], -1, 5), timeout_s=60)
-        cluster.wait_for(lambda: metadata_leader_epoch(survivor, TOPIC)[1] > old_epoch,
-                         timeout_s=SESSION_TIMEOUT_MS / 1000 * 6, what="a new leader")
-        new, _ = metadata_leader_epoch(survivor, TOPIC)
+        new, _ = cluster.wait_value(
+            lambda: metadata_leader_epoch(survivor, TOPIC),
+            lambda answer: answer[1] > old_epoch and answer[0] != -1,
+            timeout_s=SESSION_TIMEOUT_MS / 1000 * 6, what="a new leader")
         assert new not in (old, -1)
         new_address = cluster.brokers[new].address
         first: list[tuple[int, int]] = []
@@ -132,15 +143,23 @@ def proxied(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Proxied]:
 def test_partitioned_leader_acks_no_acks_all_and_its_tail_is_truncated(proxied: Proxied) -> None:
     cluster, proxies = proxied
     cluster.create_topic(TOPIC, configs={"min.insync.replicas": "2"})
-    cluster.wait_for(lambda: len(cluster.partition_state(TOPIC)[2]) == 3, what="ISR of 3")
-    old, replicas, _ = cluster.partition_state(TOPIC)
+    # One Metadata answer gives the leader, replicas and ISR together (a second read may come
+    # from a broker that has not yet heard of the leader: leader -1).
+    old, replicas, _ = cluster.wait_for_partition(TOPIC, lambda view: len(view[2]) == 3,
+                                                  what="ISR of 3")
     direct = cluster.brokers[old].address  # the test's clients still reach the old leader
     survivor = cluster.brokers[next(b for b in replicas if b != old)].address
+    # As above: the leader itself must know it leads before it takes the writes below.
+    cluster.wait_value(lambda: metadata_leader_epoch(direct, TOPIC),
+                       lambda answer: answer[0] == old, what="the leader to know it leads")
     acknowledged: dict[bytes, int] = {}
     for i in range(3):
         code, acknowledged[f"base{i}".encode()] = produce(direct, TOPIC, [f"base{i}".encode()], -1)
         assert code == NONE
-    _, old_epoch = metadata_leader_epoch(survivor, TOPIC)
+    # The survivor's own view may trail: take its epoch from an answer naming the same leader.
+    _, old_epoch = cluster.wait_value(lambda: metadata_leader_epoch(survivor, TOPIC),
+                                      lambda answer: answer[0] == old,
+                                      what="the survivor to see the leader")
 
     for proxy in proxies[old]:
         proxy.cut()  # the partition: no ZooKeeper, no followers
@@ -152,9 +171,10 @@ def test_partitioned_leader_acks_no_acks_all_and_its_tail_is_truncated(proxied: 
         code_all, _ = produce(direct, TOPIC, [b"isolated-acks-all"], -1,
                               timeout_s=LAG_TIME_MAX_MS / 1000 + 2)
         assert code_all != NONE
-        cluster.wait_for(lambda: metadata_leader_epoch(survivor, TOPIC)[1] > old_epoch,
-                         timeout_s=SESSION_TIMEOUT_MS / 1000 * 6, what="a new leader")
-        new, _ = metadata_leader_epoch(survivor, TOPIC)
+        new, _ = cluster.wait_value(
+            lambda: metadata_leader_epoch(survivor, TOPIC),
+            lambda answer: answer[1] > old_epoch and answer[0] != -1,
+            timeout_s=SESSION_TIMEOUT_MS / 1000 * 6, what="a new leader")
         assert new not in (old, -1)
         new_address = cluster.brokers[new].address
         for value in (b"new0", b"new1", b"new2"):
@@ -172,7 +192,9 @@ def test_partitioned_leader_acks_no_acks_all_and_its_tail_is_truncated(proxied: 
     cluster.wait_for(lambda: len(cluster.admin_of(new_address).list_topics(TOPIC, timeout=5)
                                  .topics[TOPIC].partitions[0].isrs) == 3,
                      timeout_s=40, what="the old leader back in the ISR")
-    assert b"truncating from 6 to 3" in cluster.brokers[old].log_path.read_bytes()
+    # The old leader's own log line; the ISR above is the new leader's view.
+    cluster.wait_for(lambda: b"truncating from 6 to 3" in cluster.brokers[old].log_path
+                     .read_bytes(), what="the divergent tail truncated")
     for node_id in cluster.brokers:
         cluster.kill(node_id, signal.SIGTERM)
     logs = {n: replica_log(b.data_dir, TOPIC) for n, b in cluster.brokers.items()}

@@ -138,7 +138,8 @@ def test_leader_kills_lose_and_duplicate_nothing(cluster: Cluster) -> None:
         for kill in range(KILLS):
             time.sleep(0.5)
             topic = TOPICS[kill % len(TOPICS)]
-            leader, _, _ = cluster.partition_state(topic)
+            leader, _, _ = cluster.wait_for_partition(
+                topic, lambda view: cluster.brokers[view[0]].alive(), what="the leader")
             before = {t: len(h.acknowledged) for t, h in histories.items()}
             killed_at = time.monotonic()
             cluster.kill(leader)

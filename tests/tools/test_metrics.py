@@ -14,14 +14,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from conftest import BrokerFactory
 from tidelog.broker.logformat import JsonFormatter, PlainFormatter
-from tidelog.broker.metrics import BrokerMetrics, GroupOffset, GroupStats, render
-from tidelog.broker.metrics_http import (
+from tidelog.broker.metrics.http import (
     HealthTarget,
     MetricsServer,
     check_data_dir,
     check_listener,
     parse_metrics_address,
 )
+from tidelog.broker.metrics.registry import BrokerMetrics, GroupOffset, GroupStats, render
 
 from .conftest import ToolBroker
 from .helpers import free_port, run_tool
@@ -183,7 +183,7 @@ def test_parse_metrics_address() -> None:
 
 def test_group_lag_from_group_snapshot() -> None:
     metrics = BrokerMetrics()
-    from tidelog.broker.metrics import PartitionStats
+    from tidelog.broker.metrics.registry import PartitionStats
 
     metrics.set_partition_source(lambda: [PartitionStats("t", 0, 5, 120, 4096, 2)])
     metrics.set_group_source(

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
-from tidelog.broker import group_service, router
-from tidelog.broker.cluster_agent import ClusterAgent, ClusterSettings
-from tidelog.broker.handlers.cluster import install_cluster_handlers
-from tidelog.broker.replication import Replication
+from tidelog.broker.groups import service as group_service
+from tidelog.broker.replication.cluster_agent import ClusterAgent, ClusterSettings
+from tidelog.broker.replication.replica_manager import Replication
 from tidelog.broker.state import Broker
 from tidelog.cluster.zk_layout import BrokerRegistration
 
@@ -34,9 +34,14 @@ class ClusterLink:
         await asyncio.to_thread(self.agent.stop)
 
 
-async def join_cluster(broker: Broker, settings: ClusterSettings) -> ClusterLink:
+async def join_cluster(
+    broker: Broker,
+    settings: ClusterSettings,
+    use_cluster_handlers: Callable[[Replication], None],
+) -> ClusterLink:
     """Register this broker (its advertised listener), start the agent and replication, and
-    return once the first cluster view has been applied."""
+    return once the first cluster view has been applied. `use_cluster_handlers` switches the
+    server's handler table to the cluster handlers."""
     config = broker.config
     registration = BrokerRegistration(
         config.node_id,
@@ -46,7 +51,7 @@ async def join_cluster(broker: Broker, settings: ClusterSettings) -> ClusterLink
     )
     replication = Replication(broker, settings)
     broker.replication = replication
-    install_cluster_handlers(router.HANDLERS)
+    use_cluster_handlers(replication)
     agent = ClusterAgent(
         settings, registration, asyncio.get_running_loop(), replication.on_view, broker.cluster_id
     )

@@ -4,6 +4,9 @@ One asyncio event loop (the stdlib loop: it implements `loop.sendfile` natively,
 does not; ARCHITECTURE D5/D6). Shutdown order on SIGTERM/SIGINT: stop accepting, stop reading
 new requests, answer parked fetches and finish in-flight requests (bounded wait), close the
 connections, then `LogManager.close(clean=True)` (flush + clean-shutdown marker).
+
+This is the wiring: it builds the handler table of this broker instance, giving each handler
+family only the services it uses (`handler_table`), and hands it to the listener (`net/`).
 """
 
 from __future__ import annotations
@@ -15,62 +18,137 @@ import resource
 import signal
 import sys
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
-from tidelog.broker import group_service
 from tidelog.broker.config import BrokerConfig
-from tidelog.broker.connection import Connection
-from tidelog.broker.metrics_http import MetricsAddressError, start_metrics
+from tidelog.broker.groups import service as group_service
+from tidelog.broker.handlers import (
+    admin,
+    api_versions,
+    fetch,
+    groups,
+    list_offsets,
+    metadata,
+    produce,
+    producer,
+)
+from tidelog.broker.handlers.admin_common import AdminDeps
+from tidelog.broker.handlers.context import HandlerTable
+from tidelog.broker.handlers.groups_common import CoordinatorLocator, GroupDeps
+from tidelog.broker.metrics.http import MetricsAddressError, start_metrics
+from tidelog.broker.net.connection import ConnectionLimits
+from tidelog.broker.net.listener import Listener
+from tidelog.broker.net.router import Router
+from tidelog.broker.services import PartitionReplication, SingleNodeReplication
 from tidelog.broker.state import Broker
+from tidelog.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from tidelog.broker.cluster_agent import ClusterSettings
+    from tidelog.broker.replication.cluster_agent import ClusterSettings
+    from tidelog.broker.replication.replica_manager import Replication
 
 log = logging.getLogger("tidelog.broker.server")
 DRAIN_TIMEOUT_S = 6.0  # leaves margin inside the 10 s a supervisor gives SIGTERM
 
 
+def handler_table(broker: Broker, replication: Replication | None = None) -> HandlerTable:
+    """This broker's handlers, each family bound to the services it uses. `replication`:
+    cluster mode (the cluster handlers replace the single-node ones of the same keys)."""
+    config = broker.config
+    topics = broker.topics
+    partition_replication: PartitionReplication = (
+        SingleNodeReplication(topics) if replication is None else replication
+    )
+    table: HandlerTable = {}
+    table |= api_versions.handlers(table)  # reads the finished table per request
+    table |= metadata.handlers(metadata.MetadataDeps(config, broker.identity, topics))
+    table |= produce.handlers(
+        produce.ProduceDeps(
+            topics,
+            partition_replication,
+            broker.append_waiters,
+            broker.metrics,
+            acks_all_waits_for_replicas=replication is not None,
+        )
+    )
+    table |= fetch.handlers(
+        fetch.FetchDeps(
+            topics, partition_replication, broker.append_waiters, broker.metrics, broker.lifecycle
+        )
+    )
+    table |= list_offsets.handlers(list_offsets.ListOffsetsDeps(topics, partition_replication))
+    table |= producer.handlers(producer.ProducerIdDeps(broker.producer_ids))
+    table |= admin.handlers(AdminDeps(config, broker.identity, topics))
+    load_groups = partial(group_service.service, broker)
+    locator = _coordinator_locator(broker, replication)
+    table |= groups.handlers(GroupDeps(topics, load_groups, locator))
+    if replication is not None:
+        from tidelog.broker.handlers import cluster, cluster_admin
+        from tidelog.broker.handlers.cluster_common import ClusterDeps
+
+        deps = ClusterDeps(config, broker.identity, topics, replication, broker.append_waiters)
+        table |= cluster.handlers(deps)
+        table |= cluster_admin.handlers(deps)
+    return table
+
+
+def _coordinator_locator(broker: Broker, replication: Replication | None) -> CoordinatorLocator:
+    if replication is None:
+        config = broker.config
+        here = (config.node_id, config.advertised_host, config.advertised_port)
+        return lambda _group_id: (ErrorCode.NONE, here)
+
+    from tidelog.broker.groups.cluster import find_coordinator
+
+    def locate(group_id: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+        creator = group_service.service(broker).creator
+        return find_coordinator(broker, replication, creator, group_id)
+
+    return locate
+
+
 class BrokerServer:
-    """Accepts connections for one Broker and tracks them for max.connections and shutdown."""
+    """One broker's listener, handler table and periodic work, started and stopped in order."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._connections: set[Connection] = set()
-        self._server: asyncio.Server | None = None
+        config = broker.config
+        self.router = Router({}, broker.metrics)
+        limits = ConnectionLimits(
+            config.socket_request_max_bytes, config.max_in_flight_per_connection
+        )
+        self.listener = Listener(self.router, limits, config.max_connections)
         self._tick_handle: asyncio.TimerHandle | None = None
 
-    def register(self, connection: Connection) -> bool:
-        if len(self._connections) >= self.broker.config.max_connections:
-            return False
-        self._connections.add(connection)
-        return True
+    @property
+    def connection_count(self) -> int:
+        return self.listener.connection_count
 
-    def unregister(self, connection: Connection) -> None:
-        self._connections.discard(connection)
+    def use_cluster_handlers(self, replication: Replication) -> None:
+        """Cluster mode: from the next request on, answer with the cluster handlers."""
+        self.router.table = handler_table(self.broker, replication)
 
     async def start(self, load_groups: bool = True) -> tuple[str, int]:
         """Listen; returns the bound (host, port) (the real port when asked for port 0).
         `load_groups=False` in cluster mode: the group service starts once the cluster is
         joined (its `__consumer_offsets` is replicated, not created locally)."""
         config = self.broker.config
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Connection(self),
-            config.listen_host,
-            config.listen_port,
-            backlog=1024,
-            reuse_address=True,
-        )
-        host, port = self._server.sockets[0].getsockname()[:2]
+        host, port = await self.listener.bind(config.listen_host, config.listen_port)
         if config.advertised_port == 0 or config.listen_port == 0:
             advertised_port = config.advertised_port or port
             self.broker.config = replace(config, listen_port=port, advertised_port=advertised_port)
+        # Built once the port is known (Metadata and FindCoordinator advertise it) and the
+        # metrics are attached, before the first connection is accepted.
+        self.router.metrics = self.broker.metrics
+        self.router.table = handler_table(self.broker)
+        await self.listener.start_serving()
         # Load the group coordinator now (create and replay __consumer_offsets) rather than on
         # the first group request, so a restart's replay cost is paid before `ready`.
         if load_groups:
             group_service.service(self.broker)
         self._schedule_tick()
-        return str(host), int(port)
+        return host, port
 
     def _schedule_tick(self) -> None:
         interval_s = self.broker.config.log_tick_interval_ms / 1000
@@ -82,32 +160,16 @@ class BrokerServer:
         except OSError:
             log.exception("log maintenance failed; retrying at the next tick")
         config = self.broker.config
-        for connection in list(self._connections):
-            connection.check_idle(config.log_tick_interval_ms, config.connections_max_idle_ms)
+        self.listener.check_idle(config.log_tick_interval_ms, config.connections_max_idle_ms)
         self._schedule_tick()
 
     async def shutdown(self) -> None:
         if self._tick_handle is not None:
             self._tick_handle.cancel()
-        if self._server is not None:
-            self._server.close()
-        connections = list(self._connections)
-        for connection in connections:
-            connection.stop_reading()
+        connections = self.listener.stop_accepting()
         self.broker.closing = True
         self.broker.append_waiters.wake_all()
-        drains = [asyncio.ensure_future(c.drain_in_flight()) for c in connections]
-        if drains:
-            _, slow = await asyncio.wait(drains, timeout=DRAIN_TIMEOUT_S)
-            for task in slow:
-                task.cancel()
-            if slow:
-                log.warning("%d connections did not finish in time", len(slow))
-        for connection in connections:
-            connection.close()
-        if self._server is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+        await self.listener.close(connections, DRAIN_TIMEOUT_S)
         self.broker.close()
 
 
@@ -140,7 +202,7 @@ async def serve(
     server = BrokerServer(broker)
     try:
         metrics_server = await start_metrics(
-            broker, lambda: len(server._connections), metrics_address, required=metrics_required
+            broker, lambda: server.connection_count, metrics_address, required=metrics_required
         )
         host, port = await server.start(load_groups=cluster is None)
     except (OSError, MetricsAddressError):
@@ -151,7 +213,7 @@ async def serve(
         from tidelog.broker.cluster_link import join_cluster
 
         try:
-            link = await join_cluster(broker, cluster)
+            link = await join_cluster(broker, cluster, server.use_cluster_handlers)
         except BaseException:
             await server.shutdown()
             raise

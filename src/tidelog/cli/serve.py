@@ -23,8 +23,8 @@ from tidelog.broker.config import ConfigError, load_config
 from tidelog.broker.logformat import LOG_FORMATS, configure_logging
 
 if TYPE_CHECKING:
-    from tidelog.broker.cluster_agent import ClusterSettings
-from tidelog.broker.metrics_http import (
+    from tidelog.broker.replication.cluster_agent import ClusterSettings
+from tidelog.broker.metrics.http import (
     DEFAULT_METRICS_ADDRESS,
     MetricsAddressError,
     parse_metrics_address,
@@ -43,7 +43,7 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
 
 def _cluster_settings(zookeeper: str, settings: dict[str, str]) -> ClusterSettings:
     """Take the cluster-only settings out of `settings` (the rest go to load_config)."""
-    from tidelog.broker.cluster_agent import ClusterSettings
+    from tidelog.broker.replication.cluster_agent import ClusterSettings
 
     def number(name: str, default: int) -> int:
         value = settings.pop(name, None)

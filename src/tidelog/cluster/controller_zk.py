@@ -74,13 +74,16 @@ class ClusterMember:
         unclean_leader_election_enable: bool = False,
         rng: random.Random | None = None,
         clock_ms: Callable[[], int] = _wall_clock_ms,
+        inbox: EventInbox | None = None,
     ) -> None:
         self.broker_id = registration.broker_id
         self.store = ZkStore(client)
         self._registration = registration
         self._unclean = unclean_leader_election_enable
         self._clock_ms = clock_ms
-        self._inbox = EventInbox()
+        # One inbox for every watch this member and its TopicChanges set (an owner may pass
+        # one that also wakes its thread).
+        self._inbox = inbox if inbox is not None else EventInbox()
         self._broker_epoch: int | None = None
         self._context = ControllerContext(self.broker_id, self.store)
         self._topics = TopicChanges(self._context, self._inbox, rng or random.Random())

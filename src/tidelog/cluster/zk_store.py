@@ -25,6 +25,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import WatchedEvent
 
 from tidelog.cluster import zk_layout as layout
+from tidelog.cluster.zk_admin import AdminZnodes
 from tidelog.cluster.zk_layout import (
     BrokerRegistration,
     ControllerRegistration,
@@ -35,6 +36,7 @@ from tidelog.errors import ErrorCode, KafkaError
 from tidelog.types import TopicPartition
 
 Watch = Callable[[WatchedEvent], None]
+REGISTER_ATTEMPTS = 3  # create/read rounds when a stale registration expires meanwhile
 
 
 class ControllerMovedError(KafkaError):
@@ -73,8 +75,10 @@ class ControllerFence:
     epoch_zk_version: int
 
 
-class ZkStore:
-    """Kafka's znodes read and written through `client` (already started)."""
+class ZkStore(AdminZnodes):
+    """Kafka's znodes read and written through `client` (already started): every ZooKeeper
+    write of a broker goes through here (cluster id, topic configs and producer id blocks in
+    `zk_admin.AdminZnodes`)."""
 
     def __init__(self, client: KazooClient) -> None:
         self.client = client
@@ -89,20 +93,31 @@ class ZkStore:
         """Create `/brokers/ids/<id>` (ephemeral) and return the broker epoch (its czxid).
 
         A znode left by this same session (a retried create) is accepted; one owned by
-        another session means the id is taken: DUPLICATE_BROKER_REGISTRATION.
+        another session means the id is taken: DUPLICATE_BROKER_REGISTRATION. A znode that
+        vanishes between our create and our read (the previous owner's session expired just
+        then: a restarted broker) is created again.
         """
         path = layout.broker_path(registration.broker_id)
-        try:
-            _, stat = self.client.create(
-                path, registration.encode(), ephemeral=True, include_data=True
-            )
-        except NodeExistsError:
-            _, stat = self.client.get(path)
-            if stat.ephemeralOwner != self.client.client_id[0]:
-                raise KafkaError(
-                    ErrorCode.DUPLICATE_BROKER_REGISTRATION,
-                    f"broker {registration.broker_id} is registered by another session",
-                ) from None
+        for _ in range(REGISTER_ATTEMPTS):
+            try:
+                _, stat = self.client.create(
+                    path, registration.encode(), ephemeral=True, include_data=True
+                )
+                break
+            except NodeExistsError:
+                try:
+                    _, stat = self.client.get(path)
+                except NoNodeError:
+                    continue  # expired in between: ours to create now
+                if stat.ephemeralOwner != self.client.client_id[0]:
+                    raise KafkaError(
+                        ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                        f"broker {registration.broker_id} is registered by another session",
+                    ) from None
+                break
+        else:
+            raise KafkaError(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                             f"broker {registration.broker_id}: registration kept vanishing")
         czxid: int = stat.czxid
         return czxid
 

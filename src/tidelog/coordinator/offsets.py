@@ -56,6 +56,20 @@ class OffsetStore:
     def snapshot(self) -> dict[str, dict[Partition, OffsetCommitValue]]:
         return {group: dict(items) for group, items in self._offsets.items()}
 
+    def group_offsets(self, group_id: str) -> dict[Partition, OffsetCommitValue] | None:
+        """A copy of one group's offsets (None if it has none); values are immutable."""
+        items = self._offsets.get(group_id)
+        return dict(items) if items is not None else None
+
+    def restore_group(
+        self, group_id: str, items: dict[Partition, OffsetCommitValue] | None
+    ) -> None:
+        """Put back what `group_offsets` returned (undo of uncommitted replays)."""
+        if items:
+            self._offsets[group_id] = dict(items)
+        else:
+            self._offsets.pop(group_id, None)
+
     def commit(
         self,
         group_id: str,

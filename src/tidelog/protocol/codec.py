@@ -40,13 +40,13 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from tidelog.errors import ProtocolDecodeError
+from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.guard import check_request, read_uvarint, request_plan
 from tidelog.protocol.versions import SUPPORTED_VERSIONS, api_name, is_supported
 
 _HEADER_FIXED = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
-API_VERSIONS_KEY = 18
 
 
 class UnsupportedVersionError(ProtocolDecodeError):
@@ -176,7 +176,7 @@ def encode_response(header: RequestHeader, body: Any) -> bytes:
     buffer.write(_CORRELATION.pack(header.correlation_id))
     # Response header v1 (tagged fields) goes with flexible response versions, except for
     # ApiVersions, whose header is always v0 so any client can parse it (trap 1).
-    if type(body).__flexible__ and header.api_key != API_VERSIONS_KEY:
+    if type(body).__flexible__ and header.api_key != ApiKey.API_VERSIONS:
         buffer.write(b"\0")  # empty tagged fields of response header v1
     body_type: Any = type(body)
     _writer(body_type)(buffer, body)

@@ -54,8 +54,8 @@ import struct
 from dataclasses import dataclass
 
 from tidelog.errors import ProtocolDecodeError
+from tidelog.protocol.api_keys import ApiKey
 
-FETCH_KEY = 1
 FETCH_VERSION = 11
 REPLICA_ID_CONSUMER = -1
 
@@ -109,7 +109,7 @@ def encode_fetch_request(
         )
     )
     size = _REQUEST_HEAD.size - 4 + len(body)
-    return _REQUEST_HEAD.pack(size, FETCH_KEY, FETCH_VERSION, correlation_id, len(client)) + body
+    return _REQUEST_HEAD.pack(size, ApiKey.FETCH, FETCH_VERSION, correlation_id, len(client)) + body
 
 
 def decode_fetch_response(

@@ -32,8 +32,7 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from tidelog.errors import ErrorCode
-
-API_VERSIONS_KEY = 18
+from tidelog.protocol.api_keys import ApiKey
 
 SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
     {
@@ -129,7 +128,7 @@ def api_versions_response(
     error_code: int = 0,
 ) -> Any:
     """An ApiVersionsResponse entity of ``api_version`` (0-4) listing ``supported``."""
-    response_class = load_response_schema(API_VERSIONS_KEY, api_version)
+    response_class = load_response_schema(ApiKey.API_VERSIONS, api_version)
     module = sys.modules[response_class.__module__]
     api_keys = tuple(
         module.ApiVersion(api_key=key, min_version=low, max_version=high)

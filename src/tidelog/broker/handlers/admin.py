@@ -1,7 +1,7 @@
 """Topic admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeCluster.
 
-`HANDLERS` also carries the config APIs of `admin_configs` (DescribeConfigs, AlterConfigs,
-IncrementalAlterConfigs), so the router registers the whole admin family with one import.
+`handlers()` also returns the config APIs of `admin_configs` (DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs), so the whole admin family is registered at once.
 
 Runs on the event loop; every storage and topics.json call here is short blocking file I/O.
 Each topic in a request succeeds or fails on its own with Kafka's error code, in its own result
@@ -18,32 +18,25 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
-from tidelog.broker import responses
 from tidelog.broker.handlers import admin_configs
 from tidelog.broker.handlers.admin_common import (
-    INTERNAL_TOPICS,
-    duplicates,
-    failure,
+    AdminDeps,
+    each_entry,
     guard,
     is_internal,
     log,
     require_topic,
 )
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.metadata import validate_topic_name
 from tidelog.broker.topic_configs import describe_topic_configs, validate_overrides
 from tidelog.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from tidelog.broker.router import RequestContext
-    from tidelog.broker.state import Broker
-
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-DELETE_RECORDS = 21
-CREATE_PARTITIONS = 37
-DESCRIBE_CLUSTER = 60
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
 
 # Each partition holds open files and checkpoint entries; bound what one request can ask for.
 MAX_PARTITIONS_PER_TOPIC = 4096
@@ -52,13 +45,13 @@ _ZERO_UUID = uuid.UUID(int=0)
 _ENDPOINT_BROKERS = 1
 
 
-def _check_single_replica(broker: Broker, partition: int, broker_ids: Iterable[int]) -> None:
+def _check_single_replica(deps: AdminDeps, partition: int, broker_ids: Iterable[int]) -> None:
     replicas = list(broker_ids)
-    if replicas != [broker.config.node_id]:
+    if replicas != [deps.config.node_id]:
         raise KafkaError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"partition {partition}: replicas {replicas}; this single-node cluster has only "
-            f"broker {broker.config.node_id}",
+            f"broker {deps.config.node_id}",
         )
 
 
@@ -73,9 +66,9 @@ def _check_partition_count(count: int) -> None:
 
 
 # --- CreateTopics -------------------------------------------------------------------------
-def _check_new_name(broker: Broker, name: str) -> None:
+def _check_new_name(deps: AdminDeps, name: str) -> None:
     validate_topic_name(name)
-    if broker.topics.get(name) is not None:
+    if deps.topics.get(name) is not None:
         raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     if name in INTERNAL_TOPICS:
         raise KafkaError(
@@ -83,7 +76,7 @@ def _check_new_name(broker: Broker, name: str) -> None:
         )
     # Metric names replace '.' with '_', so Kafka refuses topics that differ only there.
     folded = name.replace(".", "_")
-    for existing in broker.topics.all():
+    for existing in deps.topics.all():
         if existing.name.replace(".", "_") == folded:
             raise KafkaError(
                 ErrorCode.INVALID_TOPIC_EXCEPTION,
@@ -91,7 +84,7 @@ def _check_new_name(broker: Broker, name: str) -> None:
             )
 
 
-def _partitions_and_replication(broker: Broker, topic: Any) -> tuple[int, int]:
+def _partitions_and_replication(deps: AdminDeps, topic: Any) -> tuple[int, int]:
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise KafkaError(
@@ -105,16 +98,16 @@ def _partitions_and_replication(broker: Broker, topic: Any) -> tuple[int, int]:
                 f"assigned partitions {indexes} must be numbered 0..{len(indexes) - 1}",
             )
         for assignment in topic.assignments:
-            _check_single_replica(broker, assignment.partition_index, assignment.broker_ids)
+            _check_single_replica(deps, assignment.partition_index, assignment.broker_ids)
         _check_partition_count(len(indexes))
         return len(indexes), 1
     partitions = (
-        broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+        deps.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
     )
     _check_partition_count(partitions)
     replication = topic.replication_factor
     if replication == -1:
-        replication = broker.config.default_replication_factor
+        replication = deps.config.default_replication_factor
     if replication <= 0:
         raise KafkaError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -128,11 +121,11 @@ def _partitions_and_replication(broker: Broker, topic: Any) -> tuple[int, int]:
     return partitions, replication
 
 
-def _create_one(broker: Broker, module: Any, topic: Any, validate_only: bool) -> dict[str, Any]:
+def _create_one(deps: AdminDeps, module: Any, topic: Any, validate_only: bool) -> dict[str, Any]:
     name = topic.name
-    _check_new_name(broker, name)
-    partitions, replication = _partitions_and_replication(broker, topic)
-    overrides = validate_overrides(broker.config, {c.name: c.value for c in topic.configs})
+    _check_new_name(deps, name)
+    partitions, replication = _partitions_and_replication(deps, topic)
+    overrides = validate_overrides(deps.config, {c.name: c.value for c in topic.configs})
     configs: tuple[Any, ...] | None = None
     config_class = getattr(module, "CreatableTopicConfigs", None)  # v5+ echoes the configs
     if config_class is not None:
@@ -145,12 +138,12 @@ def _create_one(broker: Broker, module: Any, topic: Any, validate_only: bool) ->
                 config_source=int(entry.source),
                 is_sensitive=entry.is_sensitive,
             )
-            for entry in describe_topic_configs(broker.config, overrides)
+            for entry in describe_topic_configs(deps.config, overrides)
         )
     topic_id = None
-    broker.check_partition_budget(partitions)  # validate_only answers as a create would
+    deps.topics.check_partition_budget(partitions)  # validate_only answers as a create would
     if not validate_only:
-        topic_id = broker.create_topic(name, partitions, overrides).topic_id
+        topic_id = deps.topics.create_topic(name, partitions, overrides).topic_id
     return {
         "error_code": ErrorCode.NONE,
         "error_message": None,
@@ -161,46 +154,46 @@ def _create_one(broker: Broker, module: Any, topic: Any, validate_only: bool) ->
     }
 
 
-async def handle_create_topics(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_create_topics(deps: AdminDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = responses.response_module(CREATE_TOPICS, version)
-    repeated = duplicates(topic.name for topic in request.topics)
+    module = responses.response_module(ApiKey.CREATE_TOPICS, version)
     results = []
-    for topic in request.topics:
-        if topic.name in repeated:
-            outcome = failure(KafkaError(ErrorCode.INVALID_REQUEST, "duplicate topic name"))
-        else:
-            outcome = guard(_create_one, broker, module, topic, request.validate_only)
+    for topic, outcome in each_entry(
+        request.topics,
+        lambda topic: topic.name,
+        lambda topic: _create_one(deps, module, topic, request.validate_only),
+        "duplicate topic name",
+    ):
         outcome.setdefault("num_partitions", -1)
         outcome.setdefault("replication_factor", -1)
         results.append(responses.build(module.CreatableTopicResult, name=topic.name, **outcome))
-    cls = responses.response_class(CREATE_TOPICS, version)
+    cls = responses.response_class(ApiKey.CREATE_TOPICS, version)
     return responses.build(cls, throttle_time=0, topics=tuple(results))
 
 
 # --- DeleteTopics -------------------------------------------------------------------------
-def _delete_one(broker: Broker, name: str | None, topic_id: uuid.UUID | None) -> dict[str, Any]:
+def _delete_one(deps: AdminDeps, name: str | None, topic_id: uuid.UUID | None) -> dict[str, Any]:
     if name is not None and topic_id is not None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "give a topic name or a topic id, not both")
     if topic_id is not None:
-        info = broker.topics.by_id(topic_id)
+        info = deps.topics.by_id(topic_id)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}")
     elif name is not None:
-        info = require_topic(broker, name)
+        info = require_topic(deps.topics, name)
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "neither topic name nor id given")
     if is_internal(info):
         raise KafkaError(
             ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"internal topic {info.name!r} cannot be deleted"
         )
-    broker.delete_topic(info.name)
+    deps.topics.delete_topic(info.name)
     return {"error_code": ErrorCode.NONE, "name": info.name, "topic_id": info.topic_id}
 
 
-async def handle_delete_topics(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_delete_topics(deps: AdminDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = responses.response_module(DELETE_TOPICS, version)
+    module = responses.response_module(ApiKey.DELETE_TOPICS, version)
     targets: list[tuple[str | None, uuid.UUID | None]]
     if version >= 6:
         targets = [
@@ -209,22 +202,19 @@ async def handle_delete_topics(broker: Broker, context: RequestContext, request:
         ]
     else:
         targets = [(name, None) for name in request.topic_names]
-    repeated = duplicates(targets)
     results = []
-    for name, topic_id in targets:
-        if (name, topic_id) in repeated:
-            outcome = failure(KafkaError(ErrorCode.INVALID_REQUEST, "duplicate topic"))
-        else:
-            outcome = guard(_delete_one, broker, name, topic_id)
+    for (name, topic_id), outcome in each_entry(
+        targets, lambda target: target, lambda target: _delete_one(deps, *target), "duplicate topic"
+    ):
         fields = {"name": name, "topic_id": topic_id or _ZERO_UUID} | outcome
         results.append(responses.build(module.DeletableTopicResult, **fields))
-    cls = responses.response_class(DELETE_TOPICS, version)
+    cls = responses.response_class(ApiKey.DELETE_TOPICS, version)
     return responses.build(cls, throttle_time=0, responses=tuple(results))
 
 
 # --- CreatePartitions ---------------------------------------------------------------------
-def _add_partitions(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
-    info = require_topic(broker, topic.name)
+def _add_partitions(deps: AdminDeps, topic: Any, validate_only: bool) -> dict[str, Any]:
+    info = require_topic(deps.topics, topic.name)
     if topic.count < info.partitions:
         raise KafkaError(
             ErrorCode.INVALID_PARTITIONS,
@@ -244,34 +234,34 @@ def _add_partitions(broker: Broker, topic: Any, validate_only: bool) -> dict[str
                 f"adding {added} partitions but {len(topic.assignments)} assignments given",
             )
         for offset, assignment in enumerate(topic.assignments):
-            _check_single_replica(broker, info.partitions + offset, assignment.broker_ids)
-    broker.check_partition_budget(topic.count - info.partitions)
+            _check_single_replica(deps, info.partitions + offset, assignment.broker_ids)
+    deps.topics.check_partition_budget(topic.count - info.partitions)
     if not validate_only:
-        broker.add_partitions(topic.name, topic.count)
+        deps.topics.add_partitions(topic.name, topic.count)
         log.info("topic %s now has %d partitions", topic.name, topic.count)
     return {"error_code": ErrorCode.NONE, "error_message": None}
 
 
-async def handle_create_partitions(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_create_partitions(deps: AdminDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = responses.response_module(CREATE_PARTITIONS, version)
-    repeated = duplicates(topic.name for topic in request.topics)
+    module = responses.response_module(ApiKey.CREATE_PARTITIONS, version)
     results = []
-    for topic in request.topics:
-        if topic.name in repeated:
-            outcome = failure(KafkaError(ErrorCode.INVALID_REQUEST, "duplicate topic name"))
-        else:
-            outcome = guard(_add_partitions, broker, topic, request.validate_only)
+    for topic, outcome in each_entry(
+        request.topics,
+        lambda topic: topic.name,
+        lambda topic: _add_partitions(deps, topic, request.validate_only),
+        "duplicate topic name",
+    ):
         results.append(
             responses.build(module.CreatePartitionsTopicResult, name=topic.name, **outcome)
         )
-    cls = responses.response_class(CREATE_PARTITIONS, version)
+    cls = responses.response_class(ApiKey.CREATE_PARTITIONS, version)
     return responses.build(cls, throttle_time=0, results=tuple(results))
 
 
 # --- DeleteRecords ------------------------------------------------------------------------
-def _delete_records(broker: Broker, topic: str, partition: int, offset: int) -> dict[str, Any]:
-    partition_log = broker.partition_log(topic, partition)
+def _delete_records(deps: AdminDeps, topic: str, partition: int, offset: int) -> dict[str, Any]:
+    partition_log = deps.topics.partition_log(topic, partition)
     high_watermark = partition_log.log_end_offset  # single node: every append is committed
     target = high_watermark if offset == HIGH_WATERMARK else offset
     if not 0 <= target <= high_watermark:
@@ -283,14 +273,14 @@ def _delete_records(broker: Broker, topic: str, partition: int, offset: int) -> 
     return {"error_code": ErrorCode.NONE, "low_watermark": low_watermark}
 
 
-async def handle_delete_records(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_delete_records(deps: AdminDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = responses.response_module(DELETE_RECORDS, version)
+    module = responses.response_module(ApiKey.DELETE_RECORDS, version)
     topics = []
     for topic in request.topics:
         partitions = []
         for item in topic.partitions:
-            outcome = guard(_delete_records, broker, topic.name, item.partition_index, item.offset)
+            outcome = guard(_delete_records, deps, topic.name, item.partition_index, item.offset)
             outcome.setdefault("low_watermark", -1)
             partitions.append(
                 responses.build(
@@ -304,23 +294,23 @@ async def handle_delete_records(broker: Broker, context: RequestContext, request
                 module.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(partitions)
             )
         )
-    cls = responses.response_class(DELETE_RECORDS, version)
+    cls = responses.response_class(ApiKey.DELETE_RECORDS, version)
     return responses.build(cls, throttle_time=0, topics=tuple(topics))
 
 
 # --- DescribeCluster ----------------------------------------------------------------------
-async def handle_describe_cluster(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_describe_cluster(deps: AdminDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = responses.response_module(DESCRIBE_CLUSTER, version)
-    cls = responses.response_class(DESCRIBE_CLUSTER, version)
-    config = broker.config
+    module = responses.response_module(ApiKey.DESCRIBE_CLUSTER, version)
+    cls = responses.response_class(ApiKey.DESCRIBE_CLUSTER, version)
+    config = deps.config
     if getattr(request, "endpoint_type", _ENDPOINT_BROKERS) != _ENDPOINT_BROKERS:
         return responses.build(
             cls,
             throttle_time=0,
             error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
             error_message="this node is a broker; ask for broker endpoints",
-            cluster_id=broker.cluster_id,
+            cluster_id=deps.identity.cluster_id,
         )
     node = responses.build(
         module.DescribeClusterBroker,
@@ -335,17 +325,18 @@ async def handle_describe_cluster(broker: Broker, context: RequestContext, reque
         error_code=ErrorCode.NONE,
         error_message=None,
         endpoint_type=_ENDPOINT_BROKERS,
-        cluster_id=broker.cluster_id,
+        cluster_id=deps.identity.cluster_id,
         controller_id=config.node_id,
         brokers=(node,),
         cluster_authorized_operations=-(2**31),
     )
 
 
-HANDLERS = {
-    CREATE_TOPICS: handle_create_topics,
-    DELETE_TOPICS: handle_delete_topics,
-    DELETE_RECORDS: handle_delete_records,
-    CREATE_PARTITIONS: handle_create_partitions,
-    DESCRIBE_CLUSTER: handle_describe_cluster,
-} | admin_configs.HANDLERS
+def handlers(deps: AdminDeps) -> HandlerTable:
+    return {
+        ApiKey.CREATE_TOPICS: partial(handle_create_topics, deps),
+        ApiKey.DELETE_TOPICS: partial(handle_delete_topics, deps),
+        ApiKey.DELETE_RECORDS: partial(handle_delete_records, deps),
+        ApiKey.CREATE_PARTITIONS: partial(handle_create_partitions, deps),
+        ApiKey.DESCRIBE_CLUSTER: partial(handle_describe_cluster, deps),
+    } | admin_configs.handlers(deps)

@@ -8,18 +8,26 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from tidelog.broker.config import BrokerConfig
+from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.metadata import TopicInfo
+from tidelog.broker.services import ClusterIdentity
+from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError
 
-if TYPE_CHECKING:
-    from tidelog.broker.state import Broker
-
 log = logging.getLogger("tidelog.broker.admin")
+Entry = TypeVar("Entry")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+@dataclass(frozen=True, slots=True)
+class AdminDeps:
+    config: BrokerConfig
+    identity: ClusterIdentity
+    topics: TopicRegistry
 
 
 def failure(error: KafkaError) -> dict[str, Any]:
@@ -41,12 +49,33 @@ def duplicates(names: Iterable[Any]) -> set[Any]:
     return {name for name, count in Counter(names).items() if count > 1}
 
 
+def each_entry(
+    entries: Iterable[Entry],
+    key: Callable[[Entry], Hashable],
+    work: Callable[[Entry], dict[str, Any]],
+    duplicate: str,
+) -> list[tuple[Entry, dict[str, Any]]]:
+    """The shape of every admin request: each entry succeeds or fails on its own (`guard`),
+    and an entry whose key appears twice fails with INVALID_REQUEST without being run."""
+    listed = list(entries)
+    repeated = duplicates(key(entry) for entry in listed)
+    return [
+        (
+            entry,
+            failure(KafkaError(ErrorCode.INVALID_REQUEST, duplicate))
+            if key(entry) in repeated
+            else guard(work, entry),
+        )
+        for entry in listed
+    ]
+
+
 def is_internal(info: TopicInfo) -> bool:
     return info.internal or info.name in INTERNAL_TOPICS
 
 
-def require_topic(broker: Broker, name: str) -> TopicInfo:
-    info = broker.topics.get(name)
+def require_topic(topics: TopicRegistry, name: str) -> TopicInfo:
+    info = topics.get(name)
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
     return info

@@ -2,17 +2,25 @@
 
 Runs on the event loop; topics.json writes are short blocking file I/O. The values, sources and
 synonyms come from `tidelog.broker.topic_configs`; a change is validated whole (LogConfig) before
-it is persisted and applied live to the topic's partition logs (`Broker.set_topic_configs`).
+it is persisted and applied live to the topic's partition logs (`TopicRegistry.set_topic_configs`).
 Broker configs are static: describing them works, changing them answers INVALID_CONFIG.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
-from tidelog.broker import responses
-from tidelog.broker.handlers.admin_common import duplicates, failure, guard, log, require_topic
+from tidelog.broker.handlers.admin_common import (
+    AdminDeps,
+    duplicates,
+    each_entry,
+    guard,
+    log,
+    require_topic,
+)
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.metadata import TopicInfo
 from tidelog.broker.topic_configs import (
     ConfigEntry,
@@ -23,41 +31,35 @@ from tidelog.broker.topic_configs import (
     validate_overrides,
 )
 from tidelog.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from tidelog.broker.router import RequestContext
-    from tidelog.broker.state import Broker
-
-DESCRIBE_CONFIGS = 32
-ALTER_CONFIGS = 33
-INCREMENTAL_ALTER_CONFIGS = 44
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
 
 
 # --- DescribeConfigs ----------------------------------------------------------------------
-def _check_broker_name(broker: Broker, resource_name: str) -> None:
-    if resource_name not in ("", str(broker.config.node_id)):
+def _check_broker_name(deps: AdminDeps, resource_name: str) -> None:
+    if resource_name not in ("", str(deps.config.node_id)):
         raise KafkaError(
             ErrorCode.INVALID_REQUEST,
-            f"unexpected broker id {resource_name!r}; this is broker {broker.config.node_id}",
+            f"unexpected broker id {resource_name!r}; this is broker {deps.config.node_id}",
         )
 
 
-def _config_entries(broker: Broker, resource: Any) -> list[ConfigEntry]:
+def _config_entries(deps: AdminDeps, resource: Any) -> list[ConfigEntry]:
     keys = resource.configuration_keys or None  # null or empty: every config
     if resource.resource_type == ResourceType.TOPIC:
-        info = require_topic(broker, resource.resource_name)
-        return describe_topic_configs(broker.config, info.configs, keys)
+        info = require_topic(deps.topics, resource.resource_name)
+        return describe_topic_configs(deps.config, info.configs, keys)
     if resource.resource_type == ResourceType.BROKER:
-        _check_broker_name(broker, resource.resource_name)
-        return describe_broker_configs(broker.config, keys)
+        _check_broker_name(deps, resource.resource_name)
+        return describe_broker_configs(deps.config, keys)
     raise KafkaError(
         ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
     )
 
 
-async def handle_describe_configs(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_describe_configs(deps: AdminDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = responses.response_module(DESCRIBE_CONFIGS, version)
+    module = responses.response_module(ApiKey.DESCRIBE_CONFIGS, version)
     synonyms_wanted = getattr(request, "include_synonyms", False)
     documentation_wanted = getattr(request, "include_documentation", False)
 
@@ -84,7 +86,7 @@ async def handle_describe_configs(broker: Broker, context: RequestContext, reque
                 config_type=int(entry.config_type),
                 documentation=entry.documentation if documentation_wanted else None,
             )
-            for entry in _config_entries(broker, resource)
+            for entry in _config_entries(deps, resource)
         )
         return {"error_code": ErrorCode.NONE, "error_message": None, "configs": configs}
 
@@ -99,19 +101,19 @@ async def handle_describe_configs(broker: Broker, context: RequestContext, reque
                 **outcome,
             )
         )
-    cls = responses.response_class(DESCRIBE_CONFIGS, version)
+    cls = responses.response_class(ApiKey.DESCRIBE_CONFIGS, version)
     return responses.build(cls, throttle_time=0, results=tuple(results))
 
 
 # --- AlterConfigs / IncrementalAlterConfigs -----------------------------------------------
 def _alter_resource(
-    broker: Broker,
+    deps: AdminDeps,
     resource: Any,
     overrides_for: Callable[[Any, TopicInfo], dict[str, str]],
     validate_only: bool,
 ) -> dict[str, Any]:
     if resource.resource_type == ResourceType.BROKER:
-        _check_broker_name(broker, resource.resource_name)
+        _check_broker_name(deps, resource.resource_name)
         if resource.configs:
             raise KafkaError(
                 ErrorCode.INVALID_CONFIG,
@@ -123,16 +125,16 @@ def _alter_resource(
         raise KafkaError(
             ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
         )
-    info = require_topic(broker, resource.resource_name)
+    info = require_topic(deps.topics, resource.resource_name)
     overrides = overrides_for(resource, info)
     if not validate_only:
-        broker.set_topic_configs(info.name, overrides)
+        deps.topics.set_topic_configs(info.name, overrides)
         log.info("topic %s config overrides now %s", info.name, overrides)
     return {"error_code": ErrorCode.NONE, "error_message": None}
 
 
 async def _alter_configs(
-    broker: Broker,
+    deps: AdminDeps,
     context: RequestContext,
     request: Any,
     api_key: int,
@@ -140,13 +142,13 @@ async def _alter_configs(
 ) -> Any:
     version = context.header.api_version
     module = responses.response_module(api_key, version)
-    repeated = duplicates((r.resource_type, r.resource_name) for r in request.resources)
     results = []
-    for resource in request.resources:
-        if (resource.resource_type, resource.resource_name) in repeated:
-            outcome = failure(KafkaError(ErrorCode.INVALID_REQUEST, "duplicate resource"))
-        else:
-            outcome = guard(_alter_resource, broker, resource, overrides_for, request.validate_only)
+    for resource, outcome in each_entry(
+        request.resources,
+        lambda resource: (resource.resource_type, resource.resource_name),
+        lambda resource: _alter_resource(deps, resource, overrides_for, request.validate_only),
+        "duplicate resource",
+    ):
         results.append(
             responses.build(
                 module.AlterConfigsResourceResponse,
@@ -160,29 +162,32 @@ async def _alter_configs(
 
 
 async def handle_incremental_alter_configs(
-    broker: Broker, context: RequestContext, request: Any
+    deps: AdminDeps, context: RequestContext, request: Any
 ) -> Any:
     def overrides_for(resource: Any, info: TopicInfo) -> dict[str, str]:
         operations = [(c.name, c.config_operation, c.value) for c in resource.configs]
-        return apply_incremental(broker.config, info.configs, operations)
+        return apply_incremental(deps.config, info.configs, operations)
 
-    return await _alter_configs(broker, context, request, INCREMENTAL_ALTER_CONFIGS, overrides_for)
+    return await _alter_configs(
+        deps, context, request, ApiKey.INCREMENTAL_ALTER_CONFIGS, overrides_for
+    )
 
 
-async def handle_alter_configs(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_alter_configs(deps: AdminDeps, context: RequestContext, request: Any) -> Any:
     """Legacy AlterConfigs: the given set replaces every override of the topic."""
 
     def overrides_for(resource: Any, info: TopicInfo) -> dict[str, str]:
         names = [c.name for c in resource.configs]
         if duplicates(names):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "duplicate config keys")
-        return validate_overrides(broker.config, {c.name: c.value for c in resource.configs})
+        return validate_overrides(deps.config, {c.name: c.value for c in resource.configs})
 
-    return await _alter_configs(broker, context, request, ALTER_CONFIGS, overrides_for)
+    return await _alter_configs(deps, context, request, ApiKey.ALTER_CONFIGS, overrides_for)
 
 
-HANDLERS = {
-    DESCRIBE_CONFIGS: handle_describe_configs,
-    ALTER_CONFIGS: handle_alter_configs,
-    INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
-}
+def handlers(deps: AdminDeps) -> HandlerTable:
+    return {
+        ApiKey.DESCRIBE_CONFIGS: partial(handle_describe_configs, deps),
+        ApiKey.ALTER_CONFIGS: partial(handle_alter_configs, deps),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(handle_incremental_alter_configs, deps),
+    }

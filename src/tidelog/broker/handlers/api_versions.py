@@ -1,4 +1,4 @@
-"""ApiVersions (key 18, v0-4): the keys in the router's table with their version ranges.
+"""ApiVersions (key 18, v0-4): the keys in this broker's handler table with their ranges.
 
 An unsupported ApiVersions version is answered by the connection in the v0 layout with
 UNSUPPORTED_VERSION and the full list, so the client can retry (COMPATIBILITY.md trap 1).
@@ -6,25 +6,26 @@ UNSUPPORTED_VERSION and the full list, so the client can retry (COMPATIBILITY.md
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
 
+from tidelog.broker.handlers.context import (
+    Handler,
+    HandlerTable,
+    RequestContext,
+    advertised_versions,
+)
 from tidelog.protocol import versions
-
-if TYPE_CHECKING:
-    from tidelog.broker.router import RequestContext
-    from tidelog.broker.state import Broker
-
-API_VERSIONS = 18
+from tidelog.protocol.api_keys import ApiKey
 
 
-def api_versions_response(api_version: int) -> Any:
-    from tidelog.broker import router  # the table includes this module: import at call time
-
-    return versions.api_versions_response(api_version, router.advertised_versions())
-
-
-async def handle_api_versions(broker: Broker, context: RequestContext, request: Any) -> Any:
-    return api_versions_response(context.header.api_version)
+async def handle_api_versions(
+    table: Mapping[int, Handler], context: RequestContext, request: Any
+) -> Any:
+    return versions.api_versions_response(context.header.api_version, advertised_versions(table))
 
 
-HANDLERS = {API_VERSIONS: handle_api_versions}
+def handlers(table: Mapping[int, Handler]) -> HandlerTable:
+    """`table`: the broker's whole table, read per request (cluster mode adds keys later)."""
+    return {ApiKey.API_VERSIONS: partial(handle_api_versions, table)}

@@ -1,7 +1,7 @@
 """Cluster-mode handlers: Metadata, CreateTopics and OffsetForLeaderEpoch over ZooKeeper.
 
-Installed into the router's table only when the broker runs with `--zookeeper`
-(`install_cluster_handlers`), so a single node advertises and answers exactly as before.
+In the broker's handler table only when it runs with `--zookeeper` (`server.py` adds
+`handlers()` over the single-node ones), so a single node advertises and answers as before.
 
 - Metadata (v0-13): every live broker, each partition's leader, leader epoch, replicas, ISR and
   offline replicas from the cluster view; the controller id. Unknown topics are auto-created
@@ -24,34 +24,30 @@ import asyncio
 import logging
 import uuid
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
-from tidelog.broker import clock, responses
+from tidelog.broker import clock
 from tidelog.broker.handlers import metadata as metadata_handler
-from tidelog.broker.replication import REPLICATION_TOPIC_CONFIGS
+from tidelog.broker.handlers.cluster_common import (
+    ClusterDeps,
+    check_replication_config,
+    joined,
+)
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.replication.cluster_agent import topic_uuid
+from tidelog.broker.replication.replica_manager import REPLICATION_TOPIC_CONFIGS, Replication
 from tidelog.broker.topic_configs import validate_overrides
 from tidelog.cluster.zk_layout import NO_LEADER
 from tidelog.errors import ErrorCode, KafkaError
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
 from tidelog.types import TopicPartition
 
-if TYPE_CHECKING:
-    from tidelog.broker.replication import Replication
-    from tidelog.broker.router import Handler, RequestContext
-    from tidelog.broker.state import Broker
-
 log = logging.getLogger("tidelog.broker.cluster_handlers")
-METADATA, CREATE_TOPICS, OFFSET_FOR_LEADER_EPOCH = 3, 19, 23
-DELETE_TOPICS, CREATE_PARTITIONS = 20, 37
 DELETION_POLL_S = 0.05
 _ZERO_UUID = uuid.UUID(int=0)
 _NO_OPERATIONS = -2147483648
-
-
-def _replication(broker: Broker) -> Replication:
-    replication = broker.replication
-    if replication is None or replication.view is None or replication.agent is None:
-        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "not joined to the cluster yet")
-    return replication
 
 
 def _partition_entry(module: Any, replication: Replication, tp: TopicPartition,
@@ -79,13 +75,13 @@ def _partition_entry(module: Any, replication: Replication, tp: TopicPartition,
     )
 
 
-async def handle_metadata(broker: Broker, context: RequestContext, request: Any) -> Any:
-    replication = _replication(broker)
+async def handle_metadata(deps: ClusterDeps, context: RequestContext, request: Any) -> Any:
+    replication = joined(deps)
     view = replication.view
     assert view is not None and replication.agent is not None
     version = context.header.api_version
-    module = responses.response_module(METADATA, version)
-    requested = metadata_handler.requested_names(broker, request, version)
+    module = responses.response_module(ApiKey.METADATA, version)
+    requested = metadata_handler.requested_names(deps.topics, request, version)
     names = sorted(view.topics) if requested is None else requested
     allow_auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
     entries = []
@@ -93,13 +89,13 @@ async def handle_metadata(broker: Broker, context: RequestContext, request: Any)
         assignment = view.topics.get(name)
         if assignment is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if allow_auto_create and broker.config.auto_create_topics:
-                code = await _auto_create(broker, replication, name)
+            if allow_auto_create and deps.config.auto_create_topics:
+                code = await _auto_create(deps, replication, name)
             entries.append(responses.build(
                 module.MetadataResponseTopic, error_code=code, name=name, topic_id=None,
                 partitions=()))
             continue
-        info = broker.topics.get(name)
+        info = deps.topics.get(name)
         entries.append(responses.build(
             module.MetadataResponseTopic,
             error_code=ErrorCode.NONE,
@@ -117,10 +113,10 @@ async def handle_metadata(broker: Broker, context: RequestContext, request: Any)
         for b, (host, port) in sorted(view.brokers.items())
     )
     return responses.build(
-        responses.response_class(METADATA, version),
+        responses.response_class(ApiKey.METADATA, version),
         throttle_time=0,
         brokers=brokers,
-        cluster_id=broker.cluster_id,
+        cluster_id=deps.identity.cluster_id,
         controller_id=view.controller_id,
         topics=tuple(entries),
         cluster_authorized_operations=_NO_OPERATIONS,
@@ -128,13 +124,13 @@ async def handle_metadata(broker: Broker, context: RequestContext, request: Any)
     )
 
 
-async def _auto_create(broker: Broker, replication: Replication, name: str) -> ErrorCode:
+async def _auto_create(deps: ClusterDeps, replication: Replication, name: str) -> ErrorCode:
     agent = replication.agent
     assert agent is not None
     live = len(replication.view.brokers) if replication.view else 0
-    factor = min(broker.config.default_replication_factor, max(live, 1))
+    factor = min(deps.config.default_replication_factor, max(live, 1))
     try:
-        await asyncio.to_thread(agent.create_topic, name, broker.config.num_partitions, factor, {})
+        await asyncio.to_thread(agent.create_topic, name, deps.config.num_partitions, factor, {})
     except KafkaError as error:
         if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             return error.code
@@ -143,66 +139,55 @@ async def _auto_create(broker: Broker, replication: Replication, name: str) -> E
     return ErrorCode.LEADER_NOT_AVAILABLE
 
 
-def check_replication_config(name: str, value: str | None) -> None:
-    """min.insync.replicas and unclean.leader.election.enable (kept out of LogConfig)."""
-    if name == "min.insync.replicas" and (value is None or not value.isdigit()
-                                          or int(value) < 1):
-        raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}={value!r}")
-    if name == "unclean.leader.election.enable" and value not in ("true", "false"):
-        raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}={value!r}")
-
-
-def _split_configs(broker: Broker, topic: Any) -> dict[str, str]:
+def _split_configs(deps: ClusterDeps, topic: Any) -> dict[str, str]:
     given = {c.name: c.value for c in topic.configs}
     replication_configs = {k: v for k, v in given.items() if k in REPLICATION_TOPIC_CONFIGS}
     for name, value in replication_configs.items():
         check_replication_config(name, value)
     log_configs = validate_overrides(
-        broker.config, {k: v for k, v in given.items() if k not in REPLICATION_TOPIC_CONFIGS}
+        deps.config, {k: v for k, v in given.items() if k not in REPLICATION_TOPIC_CONFIGS}
     )
     return {**log_configs, **{k: str(v) for k, v in replication_configs.items()}}
 
 
-async def handle_create_topics(broker: Broker, context: RequestContext, request: Any) -> Any:
-    replication = _replication(broker)
+async def handle_create_topics(deps: ClusterDeps, context: RequestContext, request: Any) -> Any:
+    replication = joined(deps)
     agent = replication.agent
     assert agent is not None
     version = context.header.api_version
-    module = responses.response_module(CREATE_TOPICS, version)
+    module = responses.response_module(ApiKey.CREATE_TOPICS, version)
     results = []
     for topic in request.topics:
         fields: dict[str, Any] = {"num_partitions": -1, "replication_factor": -1}
         try:
             if topic.assignments:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "manual assignments not supported")
-            partitions = (broker.config.num_partitions if topic.num_partitions == -1
+            partitions = (deps.config.num_partitions if topic.num_partitions == -1
                           else topic.num_partitions)
-            factor = (broker.config.default_replication_factor if topic.replication_factor == -1
+            factor = (deps.config.default_replication_factor if topic.replication_factor == -1
                       else topic.replication_factor)
-            configs = _split_configs(broker, topic)
+            configs = _split_configs(deps, topic)
             topic_id = None
             if not request.validate_only:
                 assignment = await asyncio.to_thread(
                     agent.create_topic, topic.name, partitions, factor, configs
                 )
-                from tidelog.broker.cluster_agent import topic_uuid
-
                 topic_id = topic_uuid(assignment.topic_id)
             fields.update(error_code=ErrorCode.NONE, error_message=None, topic_id=topic_id,
                           num_partitions=partitions, replication_factor=factor)
         except KafkaError as error:
             fields.update(error_code=error.code, error_message=error.message or None)
         results.append(responses.build(module.CreatableTopicResult, name=topic.name, **fields))
-    cls = responses.response_class(CREATE_TOPICS, version)
+    cls = responses.response_class(ApiKey.CREATE_TOPICS, version)
     return responses.build(cls, throttle_time=0, topics=tuple(results))
 
 
 async def handle_offset_for_leader_epoch(
-    broker: Broker, context: RequestContext, request: Any
+    deps: ClusterDeps, context: RequestContext, request: Any
 ) -> Any:
-    replication = _replication(broker)
+    replication = joined(deps)
     version = context.header.api_version
-    module = responses.response_module(OFFSET_FOR_LEADER_EPOCH, version)
+    module = responses.response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
     topics = []
     for topic in request.topics:
         partitions = []
@@ -221,23 +206,23 @@ async def handle_offset_for_leader_epoch(
         topics.append(responses.build(
             module.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(partitions)))
     return responses.build(
-        responses.response_class(OFFSET_FOR_LEADER_EPOCH, version), throttle_time=0,
+        responses.response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH, version), throttle_time=0,
         topics=tuple(topics))
 
 
 async def _request_deletion(
-    broker: Broker, replication: Replication, name: str | None, topic_id: uuid.UUID | None
+    deps: ClusterDeps, replication: Replication, name: str | None, topic_id: uuid.UUID | None
 ) -> str:
     if topic_id is not None:
         if name is not None:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "give a topic name or id, not both")
-        info = broker.topics.by_id(topic_id)
+        info = deps.topics.by_id(topic_id)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}")
         name = info.name
     if name is None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "neither topic name nor id given")
-    info = broker.topics.get(name)
+    info = deps.topics.get(name)
     if info is not None and info.internal:
         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"internal topic {name!r}")
     agent = replication.agent
@@ -246,10 +231,10 @@ async def _request_deletion(
     return name
 
 
-async def handle_delete_topics(broker: Broker, context: RequestContext, request: Any) -> Any:
-    replication = _replication(broker)
+async def handle_delete_topics(deps: ClusterDeps, context: RequestContext, request: Any) -> Any:
+    replication = joined(deps)
     version = context.header.api_version
-    module = responses.response_module(DELETE_TOPICS, version)
+    module = responses.response_module(ApiKey.DELETE_TOPICS, version)
     if version >= 6:
         targets = [(t.name, t.topic_id if t.topic_id not in (None, _ZERO_UUID) else None)
                    for t in request.topics]
@@ -262,7 +247,7 @@ async def handle_delete_topics(broker: Broker, context: RequestContext, request:
         try:
             if (name, topic_id) in repeated:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "duplicate topic")
-            fields["name"] = await _request_deletion(broker, replication, name, topic_id)
+            fields["name"] = await _request_deletion(deps, replication, name, topic_id)
             fields["error_code"] = ErrorCode.NONE
         except KafkaError as error:
             fields.update(error_code=error.code, error_message=error.message or None)
@@ -277,17 +262,17 @@ async def handle_delete_topics(broker: Broker, context: RequestContext, request:
     for fields in pending:
         if replication.view is not None and fields["name"] in replication.view.topics:
             fields["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-    cls = responses.response_class(DELETE_TOPICS, version)
+    cls = responses.response_class(ApiKey.DELETE_TOPICS, version)
     return responses.build(cls, throttle_time=0, responses=tuple(
         responses.build(module.DeletableTopicResult, **fields) for fields in results))
 
 
-async def handle_create_partitions(broker: Broker, context: RequestContext, request: Any) -> Any:
-    replication = _replication(broker)
+async def handle_create_partitions(deps: ClusterDeps, context: RequestContext, request: Any) -> Any:
+    replication = joined(deps)
     agent = replication.agent
     assert agent is not None
     version = context.header.api_version
-    module = responses.response_module(CREATE_PARTITIONS, version)
+    module = responses.response_module(ApiKey.CREATE_PARTITIONS, version)
     repeated = {n for n, c in Counter(t.name for t in request.topics).items() if c > 1}
     results = []
     for topic in request.topics:
@@ -304,17 +289,18 @@ async def handle_create_partitions(broker: Broker, context: RequestContext, requ
         except KafkaError as error:
             fields.update(error_code=error.code, error_message=error.message or None)
         results.append(responses.build(module.CreatePartitionsTopicResult, **fields))
-    cls = responses.response_class(CREATE_PARTITIONS, version)
+    cls = responses.response_class(ApiKey.CREATE_PARTITIONS, version)
     return responses.build(cls, throttle_time=0, results=tuple(results))
 
 
-def install_cluster_handlers(table: dict[int, Handler]) -> None:
-    """Cluster mode: these handlers replace the single-node ones (and add key 23)."""
-    table[METADATA] = handle_metadata
-    table[CREATE_TOPICS] = handle_create_topics
-    table[OFFSET_FOR_LEADER_EPOCH] = handle_offset_for_leader_epoch
-    table[DELETE_TOPICS] = handle_delete_topics
-    table[CREATE_PARTITIONS] = handle_create_partitions
-    from tidelog.broker.handlers.cluster_admin import HANDLERS as ADMIN_HANDLERS
-
-    table.update(ADMIN_HANDLERS)
+def handlers(deps: ClusterDeps) -> HandlerTable:
+    """Cluster mode: these replace the single-node handlers of the same keys (and add
+    OffsetForLeaderEpoch); the config, DeleteRecords and InitProducerId ones are in
+    cluster_admin."""
+    return {
+        ApiKey.METADATA: partial(handle_metadata, deps),
+        ApiKey.CREATE_TOPICS: partial(handle_create_topics, deps),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(handle_offset_for_leader_epoch, deps),
+        ApiKey.DELETE_TOPICS: partial(handle_delete_topics, deps),
+        ApiKey.CREATE_PARTITIONS: partial(handle_create_partitions, deps),
+    }

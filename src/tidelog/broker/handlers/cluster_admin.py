@@ -1,6 +1,6 @@
 """Cluster-mode AlterConfigs, IncrementalAlterConfigs, DeleteRecords and InitProducerId.
 
-Installed with the other cluster handlers (`install_cluster_handlers`) only with `--zookeeper`.
+In the handler table with the other cluster handlers, only with `--zookeeper`.
 
 - Topic configs live in ZooKeeper, `/config/topics/<t>` = `{"version":1,"config":{...}}`
   (Kafka's layout), with Kafka's change notification `/config/changes/config_change_<seq>` =
@@ -21,37 +21,31 @@ Installed with the other cluster handlers (`install_cluster_handlers`) only with
 from __future__ import annotations
 
 import asyncio
-import weakref
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from tidelog.broker import responses
 from tidelog.broker.handlers import admin_configs
-from tidelog.broker.handlers.admin_common import duplicates, failure, guard, log
-from tidelog.broker.handlers.cluster import check_replication_config
-from tidelog.broker.replication import REPLICATION_TOPIC_CONFIGS, Replication
+from tidelog.broker.handlers.admin_common import AdminDeps, duplicates, failure, guard, log
+from tidelog.broker.handlers.cluster_common import (
+    ClusterDeps,
+    check_replication_config,
+    joined,
+)
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.replication.replica_manager import REPLICATION_TOPIC_CONFIGS, Replication
 from tidelog.broker.topic_configs import ResourceType, apply_incremental, validate_overrides
 from tidelog.errors import ErrorCode, KafkaError
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
 from tidelog.types import TopicPartition
 
-if TYPE_CHECKING:
-    from tidelog.broker.router import RequestContext
-    from tidelog.broker.state import Broker
-
-DELETE_RECORDS, INIT_PRODUCER_ID, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 21, 22, 33, 44
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock size
 HIGH_WATERMARK = -1
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations allowed on replication configs
-
-
-def _replication(broker: Broker) -> Replication:
-    replication = broker.replication
-    if replication is None or replication.view is None or replication.agent is None:
-        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "not joined to the cluster yet")
-    return replication
 
 
 def _current(replication: Replication, topic: str) -> dict[str, str]:
@@ -67,11 +61,11 @@ def _split(configs: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     return log_configs, {k: v for k, v in configs.items() if k in REPLICATION_TOPIC_CONFIGS}
 
 
-def _incremental(broker: Broker, current: dict[str, str], resource: Any) -> dict[str, str]:
+def _incremental(deps: ClusterDeps, current: dict[str, str], resource: Any) -> dict[str, str]:
     operations = [(c.name, c.config_operation, c.value) for c in resource.configs]
     log_current, replication_configs = _split(current)
     log_operations = [op for op in operations if op[0] not in REPLICATION_TOPIC_CONFIGS]
-    new_log = apply_incremental(broker.config, log_current, log_operations)
+    new_log = apply_incremental(deps.config, log_current, log_operations)
     for name, operation, value in operations:
         if name not in REPLICATION_TOPIC_CONFIGS:
             continue
@@ -85,36 +79,36 @@ def _incremental(broker: Broker, current: dict[str, str], resource: Any) -> dict
     return {**new_log, **replication_configs}
 
 
-def _replacing(broker: Broker, resource: Any) -> dict[str, str]:
+def _replacing(deps: ClusterDeps, resource: Any) -> dict[str, str]:
     given = {c.name: c.value for c in resource.configs}
     if duplicates(c.name for c in resource.configs):
         raise KafkaError(ErrorCode.INVALID_REQUEST, "duplicate config keys")
     log_given, replication_configs = _split(given)
     for name, value in replication_configs.items():
         check_replication_config(name, value)
-    return {**validate_overrides(broker.config, log_given), **replication_configs}
+    return {**validate_overrides(deps.config, log_given), **replication_configs}
 
 
 async def _alter_topic(
-    broker: Broker, resource: Any, incremental: bool, validate_only: bool
+    deps: ClusterDeps, resource: Any, incremental: bool, validate_only: bool
 ) -> dict[str, Any]:
-    replication = _replication(broker)
+    replication = joined(deps)
     agent = replication.agent
     assert agent is not None
     name = resource.resource_name
     current = _current(replication, name)
-    new = _incremental(broker, current, resource) if incremental else _replacing(broker, resource)
+    new = _incremental(deps, current, resource) if incremental else _replacing(deps, resource)
     if not validate_only:
         await asyncio.to_thread(agent.set_topic_config, name, new)
-        broker.set_topic_configs(name, _split(new)[0])  # the watch brings it to the others
+        deps.topics.set_topic_configs(name, _split(new)[0])  # the watch brings it to the others
         log.info("topic %s configs now %s (ZooKeeper)", name, new)
     return {"error_code": ErrorCode.NONE, "error_message": None}
 
 
-async def _alter(broker: Broker, context: RequestContext, request: Any, api_key: int) -> Any:
+async def _alter(deps: ClusterDeps, context: RequestContext, request: Any, api_key: int) -> Any:
     version = context.header.api_version
     module = responses.response_module(api_key, version)
-    incremental = api_key == INCREMENTAL_ALTER_CONFIGS
+    incremental = api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
     repeated = duplicates((r.resource_type, r.resource_name) for r in request.resources)
     results = []
     for resource in request.resources:
@@ -123,12 +117,12 @@ async def _alter(broker: Broker, context: RequestContext, request: Any, api_key:
         elif resource.resource_type != ResourceType.TOPIC:
             # broker resources: the single-node rules (overrides_for is for topics only)
             outcome = guard(
-                admin_configs._alter_resource, broker, resource, lambda _r, _i: {},
+                admin_configs._alter_resource, _admin(deps), resource, lambda _r, _i: {},
                 request.validate_only,
             )
         else:
             try:
-                outcome = await _alter_topic(broker, resource, incremental, request.validate_only)
+                outcome = await _alter_topic(deps, resource, incremental, request.validate_only)
             except KafkaError as error:
                 outcome = failure(error)
         results.append(responses.build(
@@ -139,29 +133,29 @@ async def _alter(broker: Broker, context: RequestContext, request: Any, api_key:
     return responses.build(cls, throttle_time=0, responses=tuple(results))
 
 
-async def handle_alter_configs(broker: Broker, context: RequestContext, request: Any) -> Any:
-    return await _alter(broker, context, request, ALTER_CONFIGS)
+async def handle_alter_configs(deps: ClusterDeps, context: RequestContext, request: Any) -> Any:
+    return await _alter(deps, context, request, ApiKey.ALTER_CONFIGS)
 
 
 async def handle_incremental_alter_configs(
-    broker: Broker, context: RequestContext, request: Any
+    deps: ClusterDeps, context: RequestContext, request: Any
 ) -> Any:
-    return await _alter(broker, context, request, INCREMENTAL_ALTER_CONFIGS)
+    return await _alter(deps, context, request, ApiKey.INCREMENTAL_ALTER_CONFIGS)
 
 
 async def _delete_records_and_wait(
-    broker: Broker, topic: str, partition: int, offset: int, timeout_ms: int
+    deps: ClusterDeps, topic: str, partition: int, offset: int, timeout_ms: int
 ) -> dict[str, Any]:
     """Kafka's DelayedDeleteRecords, approximated: answered once every ISR follower has
     fetched twice after the deletion (the response to the first carries the new log start
     offset, and a follower applies a response before it fetches again)."""
-    outcome = guard(_delete_records, broker, topic, partition, offset)
+    outcome = guard(_delete_records, deps, topic, partition, offset)
     if outcome.get("error_code", ErrorCode.NONE) != ErrorCode.NONE:
         return outcome
     tp = TopicPartition(topic, partition)
-    broker.append_waiters.notify(tp)  # parked follower fetches answer now, with the new start
+    deps.append_waiters.notify(tp)  # parked follower fetches answer now, with the new start
     try:
-        synced = await _replication(broker).wait_for_isr_fetches(tp, 2, timeout_ms)
+        synced = await joined(deps).wait_for_isr_fetches(tp, 2, timeout_ms)
     except KafkaError as error:
         return failure(error)
     if not synced:
@@ -170,8 +164,8 @@ async def _delete_records_and_wait(
     return outcome
 
 
-def _delete_records(broker: Broker, topic: str, partition: int, offset: int) -> dict[str, Any]:
-    replication = _replication(broker)
+def _delete_records(deps: ClusterDeps, topic: str, partition: int, offset: int) -> dict[str, Any]:
+    replication = joined(deps)
     high_watermark = replication.high_watermark(TopicPartition(topic, partition))  # leader only
     target = high_watermark if offset == HIGH_WATERMARK else offset
     if not 0 <= target <= high_watermark:
@@ -179,13 +173,13 @@ def _delete_records(broker: Broker, topic: str, partition: int, offset: int) -> 
             ErrorCode.OFFSET_OUT_OF_RANGE,
             f"offset {offset} is outside [0, high watermark {high_watermark}]",
         )
-    low_watermark = broker.partition_log(topic, partition).delete_records_before(target)
+    low_watermark = deps.topics.partition_log(topic, partition).delete_records_before(target)
     return {"error_code": ErrorCode.NONE, "low_watermark": low_watermark}
 
 
-async def handle_delete_records(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_delete_records(deps: ClusterDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = responses.response_module(DELETE_RECORDS, version)
+    module = responses.response_module(ApiKey.DELETE_RECORDS, version)
     timeout = request.timeout
     timeout_ms = int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else timeout
     topics = []
@@ -193,7 +187,7 @@ async def handle_delete_records(broker: Broker, context: RequestContext, request
         partitions = []
         for item in topic.partitions:
             outcome = await _delete_records_and_wait(
-                broker, topic.name, item.partition_index, item.offset, timeout_ms
+                deps, topic.name, item.partition_index, item.offset, timeout_ms
             )
             outcome.setdefault("low_watermark", -1)
             partitions.append(responses.build(
@@ -203,7 +197,7 @@ async def handle_delete_records(broker: Broker, context: RequestContext, request
         topics.append(responses.build(
             module.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(partitions)
         ))
-    cls = responses.response_class(DELETE_RECORDS, version)
+    cls = responses.response_class(ApiKey.DELETE_RECORDS, version)
     return responses.build(cls, throttle_time=0, topics=tuple(topics))
 
 
@@ -228,21 +222,16 @@ class ClusterProducerIds:
             return producer_id
 
 
-# One allocator per broker (per Replication; a test process may run several).
-_PRODUCER_IDS: weakref.WeakKeyDictionary[Replication, ClusterProducerIds] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-async def handle_init_producer_id(broker: Broker, context: RequestContext, request: Any) -> Any:
-    cls = responses.response_class(INIT_PRODUCER_ID, context.header.api_version)
+async def handle_init_producer_id(
+    deps: ClusterDeps, allocator: ClusterProducerIds, context: RequestContext, request: Any
+) -> Any:
+    cls = responses.response_class(ApiKey.INIT_PRODUCER_ID, context.header.api_version)
     if request.transactional_id is not None:  # as the single node: no transactions
         return responses.build(
             cls, throttle_time=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             producer_id=-1, producer_epoch=-1,
         )
-    replication = _replication(broker)
-    allocator = _PRODUCER_IDS.setdefault(replication, ClusterProducerIds())
+    replication = joined(deps)
     try:
         producer_id = await allocator.allocate(replication)
     except (KazooException, KazooTimeoutError) as error:
@@ -253,9 +242,15 @@ async def handle_init_producer_id(broker: Broker, context: RequestContext, reque
     )
 
 
-HANDLERS = {
-    DELETE_RECORDS: handle_delete_records,
-    INIT_PRODUCER_ID: handle_init_producer_id,
-    ALTER_CONFIGS: handle_alter_configs,
-    INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
-}
+def _admin(deps: ClusterDeps) -> AdminDeps:
+    return AdminDeps(deps.config, deps.identity, deps.topics)
+
+
+def handlers(deps: ClusterDeps) -> HandlerTable:
+    return {
+        ApiKey.DELETE_RECORDS: partial(handle_delete_records, deps),
+        # One producer id allocator per broker instance (a test process may run several).
+        ApiKey.INIT_PRODUCER_ID: partial(handle_init_producer_id, deps, ClusterProducerIds()),
+        ApiKey.ALTER_CONFIGS: partial(handle_alter_configs, deps),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(handle_incremental_alter_configs, deps),
+    }

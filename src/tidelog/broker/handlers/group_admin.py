@@ -1,32 +1,28 @@
 """Group admin APIs: ListGroups, DescribeGroups, DeleteGroups, OffsetDelete,
-ConsumerGroupDescribe. Translation only, like `handlers/groups.py` (which merges this table).
+ConsumerGroupDescribe. Translation only, like `handlers/groups.py` (which merges these).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
-from tidelog.broker import responses
-from tidelog.broker.group_service import GroupService, service
-from tidelog.broker.handlers.groups_common import NO_AUTHORIZED_OPERATIONS, classes, response
+from tidelog.broker.groups.service import GroupService
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.groups_common import (
+    NO_AUTHORIZED_OPERATIONS,
+    GroupDeps,
+    classes,
+    response,
+)
 from tidelog.coordinator.coordinator import GroupCoordinatorShard
 from tidelog.coordinator.messages import DescribedGroup, Result
 from tidelog.coordinator.records import TopicPartitions
 from tidelog.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from tidelog.broker.router import RequestContext
-    from tidelog.broker.state import Broker
-
-DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = (
-    15,
-    16,
-    42,
-    47,
-    69,
-)
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
 
 
 def _describe(
@@ -42,13 +38,13 @@ def _describe(
         return DescribedGroup(group_id, error.code)
 
 
-async def handle_list_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_list_groups(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = classes(LIST_GROUPS, version)
+    module = classes(ApiKey.LIST_GROUPS, version)
     states = getattr(request, "states_filter", ()) or ()  # v4+
     types = getattr(request, "types_filter", ()) or ()  # v5+: "classic" / "consumer"
     listed = []
-    for shard in service(broker).shards.values():
+    for shard in deps.groups().shards.values():
         for group in shard.list_groups(states, types):
             listed.append(
                 responses.build(
@@ -59,13 +55,13 @@ async def handle_list_groups(broker: Broker, context: RequestContext, request: A
                     group_type=group.group_type,
                 )
             )
-    return response(LIST_GROUPS, version, error_code=ErrorCode.NONE, groups=tuple(listed))
+    return response(ApiKey.LIST_GROUPS, version, error_code=ErrorCode.NONE, groups=tuple(listed))
 
 
-async def handle_describe_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_describe_groups(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = classes(DESCRIBE_GROUPS, version)
-    groups_service = service(broker)
+    module = classes(ApiKey.DESCRIBE_GROUPS, version)
+    groups_service = deps.groups()
     described = []
     for group_id in request.groups:
         group = _describe(groups_service, group_id, GroupCoordinatorShard.describe_group)
@@ -93,13 +89,13 @@ async def handle_describe_groups(broker: Broker, context: RequestContext, reques
                 authorized_operations=NO_AUTHORIZED_OPERATIONS,
             )
         )
-    return response(DESCRIBE_GROUPS, version, groups=tuple(described))
+    return response(ApiKey.DESCRIBE_GROUPS, version, groups=tuple(described))
 
 
-async def handle_delete_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_delete_groups(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = classes(DELETE_GROUPS, version)
-    groups_service = service(broker)
+    module = classes(ApiKey.DELETE_GROUPS, version)
+    groups_service = deps.groups()
     results = []
     for group_id in request.groups_names:
         try:
@@ -110,7 +106,7 @@ async def handle_delete_groups(broker: Broker, context: RequestContext, request:
             results.append(
                 responses.build(module.DeletableGroupResult, group_id=deleted_id, error_code=error)
             )
-    return response(DELETE_GROUPS, version, results=tuple(results))
+    return response(ApiKey.DELETE_GROUPS, version, results=tuple(results))
 
 
 def _delete_one(
@@ -119,11 +115,11 @@ def _delete_one(
     return lambda shard, _: shard.delete_groups([group_id])
 
 
-async def handle_offset_delete(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_offset_delete(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = classes(OFFSET_DELETE, version)
+    module = classes(ApiKey.OFFSET_DELETE, version)
     partitions = tuple((t.name, p.partition_index) for t in request.topics for p in t.partitions)
-    answer = await service(broker).run(
+    answer = await deps.groups().run(
         request.group_id, lambda shard, _: shard.offset_delete(request.group_id, partitions)
     )
     by_topic: dict[str, list[Any]] = {}
@@ -137,15 +133,15 @@ async def handle_offset_delete(broker: Broker, context: RequestContext, request:
         responses.build(module.OffsetDeleteResponseTopic, name=name, partitions=tuple(items))
         for name, items in by_topic.items()
     )
-    return response(OFFSET_DELETE, version, error_code=answer.error, topics=topics)
+    return response(ApiKey.OFFSET_DELETE, version, error_code=answer.error, topics=topics)
 
 
 async def handle_consumer_group_describe(
-    broker: Broker, context: RequestContext, request: Any
+    deps: GroupDeps, context: RequestContext, request: Any
 ) -> Any:
     version = context.header.api_version
-    module = classes(CONSUMER_GROUP_DESCRIBE, version)
-    groups_service = service(broker)
+    module = classes(ApiKey.CONSUMER_GROUP_DESCRIBE, version)
+    groups_service = deps.groups()
     names = {topic_id: name for name, (topic_id, _) in groups_service.topics_image().items()}
     described = [
         _described_consumer_group(
@@ -155,7 +151,7 @@ async def handle_consumer_group_describe(
         )
         for g in request.group_ids
     ]
-    return response(CONSUMER_GROUP_DESCRIBE, version, groups=tuple(described))
+    return response(ApiKey.CONSUMER_GROUP_DESCRIBE, version, groups=tuple(described))
 
 
 def _described_consumer_group(
@@ -205,10 +201,11 @@ def _described_consumer_group(
     )
 
 
-HANDLERS = {
-    LIST_GROUPS: handle_list_groups,
-    DESCRIBE_GROUPS: handle_describe_groups,
-    DELETE_GROUPS: handle_delete_groups,
-    OFFSET_DELETE: handle_offset_delete,
-    CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
-}
+def handlers(deps: GroupDeps) -> HandlerTable:
+    return {
+        ApiKey.LIST_GROUPS: partial(handle_list_groups, deps),
+        ApiKey.DESCRIBE_GROUPS: partial(handle_describe_groups, deps),
+        ApiKey.DELETE_GROUPS: partial(handle_delete_groups, deps),
+        ApiKey.OFFSET_DELETE: partial(handle_offset_delete, deps),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: partial(handle_consumer_group_describe, deps),
+    }

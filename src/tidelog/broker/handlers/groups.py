@@ -2,12 +2,12 @@
 OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat,
 ConsumerGroupDescribe.
 
-The admin APIs are in `group_admin.py` (merged into HANDLERS below). Each handler only
+The admin APIs are in `group_admin.py` (merged by `handlers()` below). Each handler only
 translates: kio request (any version) -> coordinator message -> `GroupService`
 -> coordinator response -> kio response of the same version. The rules live in
 `tidelog.coordinator`. A single node coordinates every group; in cluster mode the
 coordinator of a group is the leader of its `__consumer_offsets` partition
-(`group_cluster.find_coordinator`), and the others answer NOT_COORDINATOR.
+(`GroupDeps.find_coordinator`), and the others answer NOT_COORDINATOR.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
-from tidelog.broker import clock, responses
-from tidelog.broker.group_service import service
+from tidelog.broker import clock
 from tidelog.broker.handlers import group_admin
-from tidelog.broker.handlers.groups_common import classes, response
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.groups_common import GroupDeps, classes, response
 from tidelog.coordinator.messages import (
     CommitPartition,
     ConsumerGroupHeartbeatRequest,
@@ -34,13 +35,8 @@ from tidelog.coordinator.messages import (
 )
 from tidelog.coordinator.records import TopicPartitions
 from tidelog.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from tidelog.broker.router import RequestContext
-    from tidelog.broker.state import Broker
-
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
-LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT = 13, 14, 68
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
 
 
 def _ms(value: Any) -> int:
@@ -51,36 +47,27 @@ def _host(context: RequestContext) -> str:
     return f"/{context.client_host}"
 
 
-async def handle_find_coordinator(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_find_coordinator(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    groups_service = service(broker)  # the coordinator (and __consumer_offsets) exist first
+    deps.groups()  # the coordinator (and __consumer_offsets) exist first
     keys = [request.key] if version < 4 else list(request.coordinator_keys)
-    answers = [_coordinator_of(broker, groups_service, key) for key in keys]
+    answers = [_coordinator_of(deps, key) for key in keys]
     if version < 4:
-        return response(FIND_COORDINATOR, version, **answers[0])
-    module = classes(FIND_COORDINATOR, version)
+        return response(ApiKey.FIND_COORDINATOR, version, **answers[0])
+    module = classes(ApiKey.FIND_COORDINATOR, version)
     coordinators = tuple(
         responses.build(module.Coordinator, key=key, **answer)
         for key, answer in zip(keys, answers, strict=True)
     )
-    return response(FIND_COORDINATOR, version, coordinators=coordinators)
+    return response(ApiKey.FIND_COORDINATOR, version, coordinators=coordinators)
 
 
-def _coordinator_of(broker: Broker, groups_service: Any, key: str) -> dict[str, Any]:
-    if broker.replication is None:
-        config = broker.config
-        where = (config.node_id, config.advertised_host, config.advertised_port)
-        error = ErrorCode.NONE
-    else:
-        from tidelog.broker.group_cluster import find_coordinator
-
-        error, where = find_coordinator(
-            broker, broker.replication, groups_service.creator, key
-        )
+def _coordinator_of(deps: GroupDeps, key: str) -> dict[str, Any]:
+    error, where = deps.find_coordinator(key)
     return {"error_code": error, "node_id": where[0], "host": where[1], "port": where[2]}
 
 
-async def handle_join_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_join_group(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     client_id = context.header.client_id or ""
     session_timeout_ms = _ms(request.session_timeout)
@@ -100,11 +87,11 @@ async def handle_join_group(broker: Broker, context: RequestContext, request: An
         client_host=_host(context),
         require_known_member_id=version >= 4,
     )
-    answer = await service(broker).run(
+    answer = await deps.groups().run(
         message.group_id,
         lambda shard, waiter: shard.join_group(replace(message, waiter_id=waiter), clock.now_ms()),
     )
-    module = classes(JOIN_GROUP, version)
+    module = classes(ApiKey.JOIN_GROUP, version)
     members = tuple(
         responses.build(
             module.JoinGroupResponseMember,
@@ -115,7 +102,7 @@ async def handle_join_group(broker: Broker, context: RequestContext, request: An
         for m in answer.members
     )
     return response(
-        JOIN_GROUP,
+        ApiKey.JOIN_GROUP,
         version,
         error_code=answer.error,
         generation_id=answer.generation_id,
@@ -128,7 +115,7 @@ async def handle_join_group(broker: Broker, context: RequestContext, request: An
     )
 
 
-async def handle_sync_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_sync_group(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     message = SyncGroupRequest(
         group_id=request.group_id,
@@ -140,12 +127,12 @@ async def handle_sync_group(broker: Broker, context: RequestContext, request: An
         protocol_type=getattr(request, "protocol_type", None),
         protocol_name=getattr(request, "protocol_name", None),
     )
-    answer = await service(broker).run(
+    answer = await deps.groups().run(
         message.group_id,
         lambda shard, waiter: shard.sync_group(replace(message, waiter_id=waiter), clock.now_ms()),
     )
     return response(
-        SYNC_GROUP,
+        ApiKey.SYNC_GROUP,
         version,
         error_code=answer.error,
         protocol_type=answer.protocol_type,
@@ -154,35 +141,35 @@ async def handle_sync_group(broker: Broker, context: RequestContext, request: An
     )
 
 
-async def handle_heartbeat(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_heartbeat(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     message = HeartbeatRequest(
         request.group_id,
         request.generation_id,
         request.member_id,
         getattr(request, "group_instance_id", None),
     )
-    error = await service(broker).run(
+    error = await deps.groups().run(
         message.group_id, lambda shard, _: shard.heartbeat(message, clock.now_ms())
     )
-    return response(HEARTBEAT, context.header.api_version, error_code=error)
+    return response(ApiKey.HEARTBEAT, context.header.api_version, error_code=error)
 
 
-async def handle_leave_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_leave_group(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     if version >= 3:
         leaving = tuple(LeaveMember(m.member_id, m.group_instance_id) for m in request.members)
     else:
         leaving = (LeaveMember(request.member_id),)
     message = LeaveGroupRequest(request.group_id, leaving)
-    answer = await service(broker).run(
+    answer = await deps.groups().run(
         message.group_id, lambda shard, _: shard.leave_group(message, clock.now_ms())
     )
     if version < 3:
         error = answer.error
         if error is ErrorCode.NONE and answer.members:
             error = answer.members[0][1]
-        return response(LEAVE_GROUP, version, error_code=error)
-    module = classes(LEAVE_GROUP, version)
+        return response(ApiKey.LEAVE_GROUP, version, error_code=error)
+    module = classes(ApiKey.LEAVE_GROUP, version)
     members = tuple(
         responses.build(
             module.MemberResponse,
@@ -192,16 +179,16 @@ async def handle_leave_group(broker: Broker, context: RequestContext, request: A
         )
         for member, error in answer.members
     )
-    return response(LEAVE_GROUP, version, error_code=answer.error, members=members)
+    return response(ApiKey.LEAVE_GROUP, version, error_code=answer.error, members=members)
 
 
-async def handle_offset_commit(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_offset_commit(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     retention = getattr(request, "retention_time", None)
     known: list[CommitPartition] = []
     unknown: list[tuple[str, int, ErrorCode]] = []
     for topic in request.topics:
-        info = broker.topics.get(topic.name)
+        info = deps.topics.get(topic.name)
         for p in topic.partitions:
             if info is None or not 0 <= p.partition_index < info.partitions:
                 # As Kafka's KafkaApis: commits for partitions that do not exist are refused.
@@ -230,7 +217,7 @@ async def handle_offset_commit(broker: Broker, context: RequestContext, request:
     outcomes = list(unknown)
     if known:
         try:
-            answer = await service(broker).run(
+            answer = await deps.groups().run(
                 message.group_id, lambda shard, _: shard.offset_commit(message, clock.now_ms())
             )
         except KafkaError as refused:
@@ -239,7 +226,7 @@ async def handle_offset_commit(broker: Broker, context: RequestContext, request:
             outcomes.extend((p.topic, p.partition, refused.code) for p in known)
         else:
             outcomes.extend(answer.partitions)
-    module = classes(OFFSET_COMMIT, version)
+    module = classes(ApiKey.OFFSET_COMMIT, version)
     by_topic: dict[str, list[Any]] = {}
     for topic, partition, error in outcomes:
         by_topic.setdefault(topic, []).append(
@@ -251,31 +238,31 @@ async def handle_offset_commit(broker: Broker, context: RequestContext, request:
         responses.build(module.OffsetCommitResponseTopic, name=name, partitions=tuple(items))
         for name, items in by_topic.items()
     )
-    return response(OFFSET_COMMIT, version, topics=topics)
+    return response(ApiKey.OFFSET_COMMIT, version, topics=topics)
 
 
-def _fetch_offsets(broker: Broker, group_id: str, topics: Any, member: tuple[Any, int]) -> Any:
+def _fetch_offsets(deps: GroupDeps, group_id: str, topics: Any, member: tuple[Any, int]) -> Any:
     wanted = None
     if topics is not None:
         wanted = tuple((t.name, index) for t in topics for index in t.partition_indexes)
     message = OffsetFetchRequest(group_id, wanted, member[0], member[1])
-    return service(broker).shard_of(group_id).offset_fetch(message)
+    return deps.groups().shard_of(group_id).offset_fetch(message)
 
 
-async def handle_offset_fetch(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_offset_fetch(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = classes(OFFSET_FETCH, version)
+    module = classes(ApiKey.OFFSET_FETCH, version)
     if version < 8:
-        answer = _fetch_offsets(broker, request.group_id, request.topics, (None, -1))
+        answer = _fetch_offsets(deps, request.group_id, request.topics, (None, -1))
         topics = _fetched_topics(
             module, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", answer
         )
-        return response(OFFSET_FETCH, version, topics=topics, error_code=answer.error)
+        return response(ApiKey.OFFSET_FETCH, version, topics=topics, error_code=answer.error)
     groups = []
     for group in request.groups:
         member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
         try:
-            answer = _fetch_offsets(broker, group.group_id, group.topics, member)
+            answer = _fetch_offsets(deps, group.group_id, group.topics, member)
         except KafkaError as error:
             groups.append(responses.build(
                 module.OffsetFetchResponseGroup, group_id=group.group_id, topics=(),
@@ -293,7 +280,7 @@ async def handle_offset_fetch(broker: Broker, context: RequestContext, request: 
                 error_code=answer.error,
             )
         )
-    return response(OFFSET_FETCH, version, groups=tuple(groups))
+    return response(ApiKey.OFFSET_FETCH, version, groups=tuple(groups))
 
 
 def _fetched_topics(module: Any, topic_class: str, partition_class: str, answer: Any) -> Any:
@@ -316,7 +303,7 @@ def _fetched_topics(module: Any, topic_class: str, partition_class: str, answer:
 
 
 async def handle_consumer_group_heartbeat(
-    broker: Broker, context: RequestContext, request: Any
+    deps: GroupDeps, context: RequestContext, request: Any
 ) -> Any:
     version = context.header.api_version
     owned = None
@@ -344,14 +331,14 @@ async def handle_consumer_group_heartbeat(
         client_id=context.header.client_id or "",
         client_host=_host(context),
     )
-    groups_service = service(broker)
+    groups_service = deps.groups()
     answer = await groups_service.run(
         message.group_id,
         lambda shard, _: shard.consumer_group_heartbeat(
             message, groups_service.topics_image(), clock.now_ms()
         ),
     )
-    module = classes(CONSUMER_GROUP_HEARTBEAT, version)
+    module = classes(ApiKey.CONSUMER_GROUP_HEARTBEAT, version)
     assignment = None
     if answer.assignment is not None:
         assignment = responses.build(
@@ -364,7 +351,7 @@ async def handle_consumer_group_heartbeat(
             ),
         )
     return response(
-        CONSUMER_GROUP_HEARTBEAT,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
         version,
         error_code=answer.error,
         error_message=answer.error_message,
@@ -375,14 +362,14 @@ async def handle_consumer_group_heartbeat(
     )
 
 
-HANDLERS = {
-    FIND_COORDINATOR: handle_find_coordinator,
-    JOIN_GROUP: handle_join_group,
-    SYNC_GROUP: handle_sync_group,
-    HEARTBEAT: handle_heartbeat,
-    LEAVE_GROUP: handle_leave_group,
-    OFFSET_COMMIT: handle_offset_commit,
-    OFFSET_FETCH: handle_offset_fetch,
-    CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
-    **group_admin.HANDLERS,
-}
+def handlers(deps: GroupDeps) -> HandlerTable:
+    return {
+        ApiKey.FIND_COORDINATOR: partial(handle_find_coordinator, deps),
+        ApiKey.JOIN_GROUP: partial(handle_join_group, deps),
+        ApiKey.SYNC_GROUP: partial(handle_sync_group, deps),
+        ApiKey.HEARTBEAT: partial(handle_heartbeat, deps),
+        ApiKey.LEAVE_GROUP: partial(handle_leave_group, deps),
+        ApiKey.OFFSET_COMMIT: partial(handle_offset_commit, deps),
+        ApiKey.OFFSET_FETCH: partial(handle_offset_fetch, deps),
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: partial(handle_consumer_group_heartbeat, deps),
+    } | group_admin.handlers(deps)

@@ -1,10 +1,26 @@
-"""Helpers shared by the group handler modules."""
+"""Dependencies and helpers shared by the group handler modules (groups.py, group_admin.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from tidelog.broker import responses
+from tidelog.broker.groups.service import GroupService
+from tidelog.broker.topic_registry import TopicRegistry
+from tidelog.errors import ErrorCode
+from tidelog.protocol import responses
+
+# group id -> (error, (node id, host, port)) of its coordinator: this node on a single node,
+# the leader of the group's `__consumer_offsets` partition in a cluster.
+CoordinatorLocator = Callable[[str], tuple[ErrorCode, tuple[int, str, int]]]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDeps:
+    topics: TopicRegistry
+    groups: Callable[[], GroupService]  # loads the coordinator on first use
+    find_coordinator: CoordinatorLocator
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested", as Kafka answers
 

@@ -7,38 +7,46 @@ handler decodes that one batch to answer with the exact record, as Kafka does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
-from tidelog.broker import responses
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.services import PartitionReplication
+from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
 from tidelog.records.batch import iter_batches
 from tidelog.records.record import iter_records
+from tidelog.storage.log import PartitionLog
 from tidelog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, TopicPartition
 
-if TYPE_CHECKING:
-    from tidelog.broker.router import RequestContext
-    from tidelog.broker.state import Broker
-    from tidelog.storage.log import PartitionLog
 
-LIST_OFFSETS = 2
-LEADER_EPOCH = 0
+@dataclass(frozen=True, slots=True)
+class ListOffsetsDeps:
+    topics: TopicRegistry
+    replication: PartitionReplication
 
 
 def _lookup(
-    broker: Broker, topic: str, partition: int, timestamp: int, current_leader_epoch: int = -1
+    deps: ListOffsetsDeps,
+    topic: str,
+    partition: int,
+    timestamp: int,
+    current_leader_epoch: int = -1,
 ) -> tuple[int, int]:
     """(offset, timestamp) for one partition; raises KafkaError."""
-    partition_log = broker.partition_log(topic, partition)
-    if broker.replication is not None:  # cluster: the leader answers; latest is the HW
-        high_watermark = broker.replication.high_watermark(
-            TopicPartition(topic, partition), current_leader_epoch
-        )
-        if timestamp == LATEST_TIMESTAMP:
-            return high_watermark, -1
+    partition_log = deps.topics.partition_log(topic, partition)
+    # Only the leader answers (KIP-320 epoch checked); latest is the high watermark, which on
+    # a single node is the log end offset.
+    high_watermark = deps.replication.high_watermark(
+        TopicPartition(topic, partition), current_leader_epoch
+    )
+    if timestamp == LATEST_TIMESTAMP:
+        return high_watermark, -1
     if timestamp == EARLIEST_TIMESTAMP:
         return partition_log.log_start_offset, -1
-    if timestamp == LATEST_TIMESTAMP:
-        return partition_log.log_end_offset, -1
     if timestamp == MAX_TIMESTAMP:
         found = partition_log.max_timestamp_offset()
     elif timestamp < 0:
@@ -75,24 +83,23 @@ def _exact_record(
     return batch_offset, batch_timestamp
 
 
-async def handle_list_offsets(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_list_offsets(deps: ListOffsetsDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = responses.response_module(LIST_OFFSETS, version)
+    module = responses.response_module(ApiKey.LIST_OFFSETS, version)
     topics = []
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
-            leader_epoch = LEADER_EPOCH
+            leader_epoch = 0
             try:
                 offset, timestamp = _lookup(
-                    broker, topic.name, partition.partition_index, partition.timestamp,
+                    deps, topic.name, partition.partition_index, partition.timestamp,
                     int(getattr(partition, "current_leader_epoch", -1)),
                 )
                 code = ErrorCode.NONE
-                if broker.replication is not None:  # cluster: the real leader epoch
-                    leader_epoch = broker.replication.leader_epoch(
-                        TopicPartition(topic.name, partition.partition_index)
-                    )
+                leader_epoch = deps.replication.leader_epoch(
+                    TopicPartition(topic.name, partition.partition_index)
+                )
             except KafkaError as error:
                 offset, timestamp, code = -1, -1, error.code
             partitions.append(
@@ -111,8 +118,11 @@ async def handle_list_offsets(broker: Broker, context: RequestContext, request: 
             )
         )
     return responses.build(
-        responses.response_class(LIST_OFFSETS, version), throttle_time=0, topics=tuple(topics)
+        responses.response_class(ApiKey.LIST_OFFSETS, version),
+        throttle_time=0,
+        topics=tuple(topics),
     )
 
 
-HANDLERS = {LIST_OFFSETS: handle_list_offsets}
+def handlers(deps: ListOffsetsDeps) -> HandlerTable:
+    return {ApiKey.LIST_OFFSETS: partial(handle_list_offsets, deps)}

@@ -9,22 +9,31 @@ allows it (v4+ `allow_auto_topic_creation`; always allowed before v4, as in Kafk
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
-from tidelog.broker import responses
+from tidelog.broker.config import BrokerConfig
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.metadata import TopicInfo
+from tidelog.broker.services import ClusterIdentity
+from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
 
-if TYPE_CHECKING:
-    from tidelog.broker.router import RequestContext
-    from tidelog.broker.state import Broker
-
-METADATA = 3
 LEADER_EPOCH = 0
 log = logging.getLogger("tidelog.broker.metadata")
 
 
-def requested_names(broker: Broker, request: Any, version: int) -> list[str] | None:
+@dataclass(frozen=True, slots=True)
+class MetadataDeps:
+    config: BrokerConfig  # node id and advertised listener
+    identity: ClusterIdentity
+    topics: TopicRegistry
+
+
+def requested_names(registry: TopicRegistry, request: Any, version: int) -> list[str] | None:
     """Topic names asked for; None means every topic."""
     topics = request.topics
     if topics is None or (version == 0 and not topics):
@@ -33,15 +42,15 @@ def requested_names(broker: Broker, request: Any, version: int) -> list[str] | N
     for topic in topics:
         name = getattr(topic, "name", None)
         if name is None and getattr(topic, "topic_id", None) is not None:
-            info = broker.topics.by_id(topic.topic_id)
+            info = registry.by_id(topic.topic_id)
             name = info.name if info else None
         if name is not None:
             names.append(name)
     return names
 
 
-def _topic_entry(broker: Broker, module: Any, info: TopicInfo) -> Any:
-    node_id = broker.config.node_id
+def _topic_entry(deps: MetadataDeps, module: Any, info: TopicInfo) -> Any:
+    node_id = deps.config.node_id
     partitions = tuple(
         responses.build(
             module.MetadataResponsePartition,
@@ -72,20 +81,20 @@ def _error_entry(module: Any, name: str, code: ErrorCode) -> Any:
     )
 
 
-async def handle_metadata(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    module = responses.response_module(METADATA, version)
-    names = requested_names(broker, request, version)
+    module = responses.response_module(ApiKey.METADATA, version)
+    names = requested_names(deps.topics, request, version)
     allow_auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
     entries = []
     if names is None:
-        entries = [_topic_entry(broker, module, info) for info in broker.topics.all()]
+        entries = [_topic_entry(deps, module, info) for info in deps.topics.all()]
     else:
         for name in dict.fromkeys(names):
-            info = broker.topics.get(name)
+            info = deps.topics.get(name)
             if info is None and allow_auto_create:
                 try:
-                    info = broker.auto_create(name)
+                    info = deps.topics.auto_create(name)
                 except KafkaError as error:
                     entries.append(_error_entry(module, name, error.code))
                     continue
@@ -96,8 +105,8 @@ async def handle_metadata(broker: Broker, context: RequestContext, request: Any)
             if info is None:
                 entries.append(_error_entry(module, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                entries.append(_topic_entry(broker, module, info))
-    config = broker.config
+                entries.append(_topic_entry(deps, module, info))
+    config = deps.config
     this_broker = responses.build(
         module.MetadataResponseBroker,
         node_id=config.node_id,
@@ -106,10 +115,10 @@ async def handle_metadata(broker: Broker, context: RequestContext, request: Any)
         rack=None,
     )
     return responses.build(
-        responses.response_class(METADATA, version),
+        responses.response_class(ApiKey.METADATA, version),
         throttle_time=0,
         brokers=(this_broker,),
-        cluster_id=broker.cluster_id,
+        cluster_id=deps.identity.cluster_id,
         controller_id=config.node_id,
         topics=tuple(entries),
         cluster_authorized_operations=-2147483648,
@@ -117,4 +126,5 @@ async def handle_metadata(broker: Broker, context: RequestContext, request: Any)
     )
 
 
-HANDLERS = {METADATA: handle_metadata}
+def handlers(deps: MetadataDeps) -> HandlerTable:
+    return {ApiKey.METADATA: partial(handle_metadata, deps)}

@@ -13,21 +13,35 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
-from tidelog.broker import clock, responses
-from tidelog.broker.wire import ProduceRequestData
+from tidelog.broker import clock
+from tidelog.broker.delayed import AppendWaiters
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.services import Metrics, PartitionReplication
+from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
+from tidelog.protocol.wire import ProduceRequestData
 from tidelog.records.batch import split_batches
 from tidelog.storage.log import PartitionLog
 from tidelog.types import TopicPartition
 
-if TYPE_CHECKING:
-    from tidelog.broker.router import RequestContext
-    from tidelog.broker.state import Broker
-
-PRODUCE = 0
 log = logging.getLogger("tidelog.broker.produce")
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceDeps:
+    topics: TopicRegistry
+    replication: PartitionReplication
+    append_waiters: AppendWaiters  # woken per append: parked fetches read again
+    metrics: Metrics
+    # acks=all answers after the high watermark passes the batch (cluster); on a single node
+    # after the local append (and fsync in sync mode).
+    acks_all_waits_for_replicas: bool
 
 
 def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
@@ -37,10 +51,10 @@ def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
 
 
 async def handle_produce(
-    broker: Broker, context: RequestContext, request: ProduceRequestData
+    deps: ProduceDeps, context: RequestContext, request: ProduceRequestData
 ) -> Any | None:
     version = context.header.api_version
-    module = responses.response_module(PRODUCE, version)
+    module = responses.response_module(ApiKey.PRODUCE, version)
     partition_cls = module.PartitionProduceResponse
     now_ms = clock.now_ms()
     request_error: ErrorCode | None = None
@@ -50,7 +64,7 @@ async def handle_produce(
         request_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
     durable_waits: list[tuple[PartitionLog, int, dict[str, Any]]] = []
-    replication = broker.replication  # None on a single node
+    replication = deps.replication
     replica_waits: list[tuple[TopicPartition, int, dict[str, Any]]] = []
     # A partition named twice is produced once, with its last record set, as Kafka does
     # (its handler collects record sets in a map keyed by partition).
@@ -66,17 +80,14 @@ async def handle_produce(
             if last_seen.get((topic.name, partition.index)) is not partition:
                 continue
             fields: dict[str, Any] = {"index": partition.index, "base_offset": -1}
+            tp = TopicPartition(topic.name, partition.index)  # one per partition, shared below
             try:
                 if request_error is not None:
                     raise KafkaError(request_error)
                 if partition.records is None:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "null record set")
-                leader_epoch = 0
-                if replication is not None:
-                    leader_epoch = replication.check_produce(
-                        TopicPartition(topic.name, partition.index), request.acks
-                    )
-                partition_log = broker.partition_log(topic.name, partition.index)
+                leader_epoch = replication.check_produce(tp, request.acks)
+                partition_log = deps.topics.partition_log(topic.name, partition.index)
                 batches = split_batches(partition.records)
                 if len(batches) != 1:
                     # Kafka's ProduceRequest.validateRecords, for every version served (3+).
@@ -88,14 +99,12 @@ async def handle_produce(
                 result = partition_log.append(batches, now_ms=now_ms, leader_epoch=leader_epoch)
             except KafkaError as error:
                 log.debug("produce %s-%d: %s", topic.name, partition.index, error)
-                if broker.metrics is not None:
-                    broker.metrics.record_error(PRODUCE, error.code.name)
+                deps.metrics.record_error(ApiKey.PRODUCE, error.code.name)
                 fields.update(error_code=error.code, error_message=error.message or None)
             except OSError as error:
                 # Disk full or failing: the segment rolled the append back; Kafka's answer.
                 log.warning("produce %s-%d: %s", topic.name, partition.index, error)
-                if broker.metrics is not None:
-                    broker.metrics.record_error(PRODUCE, ErrorCode.KAFKA_STORAGE_ERROR.name)
+                deps.metrics.record_error(ApiKey.PRODUCE, ErrorCode.KAFKA_STORAGE_ERROR.name)
                 fields.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(error))
             else:
                 fields.update(
@@ -105,19 +114,16 @@ async def handle_produce(
                     log_start_offset=result.log_start_offset,
                 )
                 if not result.duplicate:
-                    broker.append_waiters.notify(TopicPartition(topic.name, partition.index))
-                    if broker.metrics is not None:
-                        broker.metrics.record_produce(
-                            topic.name, partition.index,
-                            result.last_offset - result.base_offset + 1, len(partition.records),
-                        )
+                    deps.append_waiters.notify(tp)
+                    deps.metrics.record_produce(
+                        topic.name, partition.index,
+                        result.last_offset - result.base_offset + 1, len(partition.records),
+                    )
                 if partition_log.config.durability == "sync":
                     durable_waits.append((partition_log, result.last_offset + 1, fields))
-                if replication is not None:
-                    tp = TopicPartition(topic.name, partition.index)
-                    replication.after_leader_append(tp)
-                    if request.acks == -1:
-                        replica_waits.append((tp, result.last_offset + 1, fields))
+                replication.after_leader_append(tp)
+                if request.acks == -1 and deps.acks_all_waits_for_replicas:
+                    replica_waits.append((tp, result.last_offset + 1, fields))
             partition_responses.append(fields)
         topic_responses.append((topic.name, partition_responses))
 
@@ -125,7 +131,7 @@ async def handle_produce(
         return None
     if durable_waits:
         outcomes = await asyncio.gather(
-            *(broker.wait_durable(plog, end) for plog, end, _ in durable_waits),
+            *(deps.topics.wait_durable(plog, end) for plog, end, _ in durable_waits),
             return_exceptions=True,
         )
         for (_, _, fields), outcome in zip(durable_waits, outcomes, strict=True):
@@ -138,7 +144,7 @@ async def handle_produce(
                     base_offset=-1,
                     error_message=f"fsync failed: {outcome}",
                 )
-    if replication is not None and replica_waits:
+    if replica_waits:
         # acks=all in a cluster: answer once the high watermark passes each batch.
         codes = await asyncio.gather(
             *(
@@ -150,7 +156,7 @@ async def handle_produce(
             if code != ErrorCode.NONE:
                 fields.update(error_code=code, base_offset=-1, error_message=None)
     return responses.build(
-        responses.response_class(PRODUCE, version),
+        responses.response_class(ApiKey.PRODUCE, version),
         responses=tuple(
             responses.build(
                 module.TopicProduceResponse,
@@ -165,4 +171,5 @@ async def handle_produce(
     )
 
 
-HANDLERS = {PRODUCE: handle_produce}
+def handlers(deps: ProduceDeps) -> HandlerTable:
+    return {ApiKey.PRODUCE: partial(handle_produce, deps)}

@@ -8,20 +8,26 @@ every client reports by name instead of retrying forever.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
-from tidelog.broker import responses
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.producer_ids import ProducerIdAllocator
 from tidelog.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from tidelog.broker.router import RequestContext
-    from tidelog.broker.state import Broker
-
-INIT_PRODUCER_ID = 22
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
 
 
-async def handle_init_producer_id(broker: Broker, context: RequestContext, request: Any) -> Any:
-    cls = responses.response_class(INIT_PRODUCER_ID, context.header.api_version)
+@dataclass(frozen=True, slots=True)
+class ProducerIdDeps:
+    producer_ids: ProducerIdAllocator
+
+
+async def handle_init_producer_id(
+    deps: ProducerIdDeps, context: RequestContext, request: Any
+) -> Any:
+    cls = responses.response_class(ApiKey.INIT_PRODUCER_ID, context.header.api_version)
     if request.transactional_id is not None:
         return responses.build(
             cls,
@@ -34,9 +40,10 @@ async def handle_init_producer_id(broker: Broker, context: RequestContext, reque
         cls,
         throttle_time=0,
         error_code=ErrorCode.NONE,
-        producer_id=broker.producer_ids.allocate(),
+        producer_id=deps.producer_ids.allocate(),
         producer_epoch=0,
     )
 
 
-HANDLERS = {INIT_PRODUCER_ID: handle_init_producer_id}
+def handlers(deps: ProducerIdDeps) -> HandlerTable:
+    return {ApiKey.INIT_PRODUCER_ID: partial(handle_init_producer_id, deps)}

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tidelog.broker.metrics import BrokerMetrics, group_stats, log_manager_source, render
+from tidelog.broker.metrics.registry import BrokerMetrics, group_stats, log_manager_source, render
 
 log = logging.getLogger(__name__)
 

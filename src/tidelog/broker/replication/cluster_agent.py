@@ -4,18 +4,19 @@ Blocking (kazoo is synchronous), so it runs on a thread of its own; the event lo
 waits on it. The thread owns a `ClusterMember` (registration, controller election, the
 controller's reactions) and keeps a `ClusterView`: live brokers, topic assignments, topic
 configs and every partition state with its znode version. Kazoo watches only mark the view
-dirty; the thread re-reads it and hands the new snapshot to the event loop with
-`call_soon_threadsafe` (Kafka's LeaderAndIsr/UpdateMetadata, learned from watches instead of
-an RPC).
+dirty (or, the member's, queue a controller event) and wake the thread; it re-reads the view
+and hands the new snapshot to the event loop with `call_soon_threadsafe` (Kafka's
+LeaderAndIsr/UpdateMetadata, learned from watches instead of an RPC). The thread sleeps until
+woken: no polling.
 
-Topic configs live in `/config/topics/<topic>` as in Kafka: `{"version":1,"config":{...}}`.
+Every write goes through the member's `ZkStore` (topic configs, producer id blocks, the
+cluster id: `cluster/zk_admin.py`); this module only places replicas and decides.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
 import random
 import threading
@@ -25,22 +26,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from tidelog.cluster import placement
 from tidelog.cluster import zk_layout as layout
 from tidelog.cluster.controller_zk import ClusterMember
+from tidelog.cluster.events import ControllerEvent, EventInbox
+from tidelog.cluster.zk_admin import (
+    CONFIG_CHANGE_PREFIX,
+    CONFIG_TOPICS_PATH,
+    PRODUCER_ID_BLOCK_PATH,
+    topic_config_path,
+)
 from tidelog.cluster.zk_layout import BrokerRegistration, TopicAssignment, ZkLayoutError
 from tidelog.cluster.zk_store import VersionedState
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.types import TopicPartition
 
 log = logging.getLogger("tidelog.broker.cluster")
-CONFIG_TOPICS_PATH = "/config/topics"
-PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"  # Kafka's ZooKeeper-mode znode
-CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"  # Kafka's sequential notifications
-EVENT_POLL_S = 0.05  # how often the thread looks at ClusterMember's inbox between view changes
+__all__ = ["CONFIG_CHANGE_PREFIX", "CONFIG_TOPICS_PATH", "PRODUCER_ID_BLOCK_PATH",
+           "ClusterAgent", "ClusterSettings", "ClusterView", "topic_uuid"]
+RETRY_BACKOFF_S = 0.2  # after a failed ZooKeeper round (connection loss): not a poll
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:
@@ -72,6 +79,28 @@ class ClusterView:
     states: Mapping[TopicPartition, VersionedState] = field(default_factory=dict)
 
 
+class _WakingInbox(EventInbox):
+    """The member's controller-event inbox, which also wakes the agent's thread."""
+
+    def __init__(self, wake: threading.Event) -> None:
+        super().__init__()
+        self._wake = wake
+
+    def put(self, event: ControllerEvent) -> None:
+        super().put(event)
+        self._wake.set()
+
+
+class _AgentMember(ClusterMember):
+    """A ClusterMember whose events wake the agent thread instead of being polled for."""
+
+    def __init__(self, client: KazooClient, registration: BrokerRegistration,
+                 wake: threading.Event, unclean_leader_election_enable: bool) -> None:
+        super().__init__(client, registration,
+                         unclean_leader_election_enable=unclean_leader_election_enable,
+                         inbox=_WakingInbox(wake))
+
+
 class ClusterAgent:
     """Owns the KazooClient and the ClusterMember; publishes views to the event loop."""
 
@@ -91,14 +120,15 @@ class ClusterAgent:
         self._client = KazooClient(
             hosts=settings.zookeeper, timeout=settings.session_timeout_ms / 1000
         )
-        self._member = ClusterMember(
-            self._client,
-            registration,
-            unclean_leader_election_enable=settings.unclean_leader_election_enable,
+        self._wake = threading.Event()  # set by every watch and controller event
+        self._member = _AgentMember(
+            self._client, registration, self._wake,
+            settings.unclean_leader_election_enable,
         )
+        self._store = self._member.store  # every write goes through it
         self._proposed_cluster_id = proposed_cluster_id
         self.joined_cluster_id = proposed_cluster_id
-        self._dirty = threading.Event()
+        self._dirty = threading.Event()  # the view must be re-read
         self._stopping = threading.Event()
         self._watched: set[str] = set()
         self._thread: threading.Thread | None = None
@@ -107,19 +137,13 @@ class ClusterAgent:
 
     def cluster_id(self, proposed: str) -> str:
         """The cluster's id from `/cluster/id`; the first broker writes `proposed`."""
-        try:
-            self._client.create(layout.CLUSTER_ID_PATH, layout.encode_cluster_id(proposed),
-                                makepath=True)
-        except NodeExistsError:
-            pass
-        data, _ = self._client.get(layout.CLUSTER_ID_PATH)
-        return layout.decode_cluster_id(data)
+        return self._store.ensure_cluster_id(proposed)
 
     def start(self, timeout_s: float = 30.0) -> None:
         """Connect and register; a registration left by our previous (killed) process is
         waited out until its session expires. Then the agent thread runs."""
         self._client.start(timeout=timeout_s)
-        self._client.ensure_path(CONFIG_TOPICS_PATH)
+        self._store.ensure_config_paths()
         self.joined_cluster_id = self.cluster_id(self._proposed_cluster_id)
         deadline = time.monotonic() + timeout_s
         while True:
@@ -129,20 +153,29 @@ class ClusterAgent:
             except KafkaError as error:
                 if error.code != ErrorCode.DUPLICATE_BROKER_REGISTRATION:
                     raise
-                if time.monotonic() > deadline:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
                     raise
-                time.sleep(0.2)
+                self._wait_registration_gone(remaining)
         self._client.ChildrenWatch(layout.BROKER_IDS_PATH, self._children_changed)
         self._client.ChildrenWatch(layout.TOPICS_PATH, self._children_changed)
         self._client.DataWatch(layout.CONTROLLER_PATH, self._data_changed)
-        self._dirty.set()
+        self._mark_dirty()
         self._thread = threading.Thread(target=self._run, name="zookeeper-agent", daemon=True)
         self._thread.start()
         log.info("broker %d joined the cluster at %s", self.broker_id, self.settings.zookeeper)
 
+    def _wait_registration_gone(self, timeout_s: float) -> None:
+        """Until our previous process's `/brokers/ids/<id>` goes (its session expires): a
+        watch on the znode wakes us, no polling."""
+        gone = threading.Event()
+        path = layout.broker_path(self.broker_id)
+        if self._client.exists(path, watch=lambda event: gone.set()) is not None:
+            gone.wait(timeout_s)
+
     def stop(self) -> None:
         self._stopping.set()
-        self._dirty.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
@@ -153,17 +186,22 @@ class ClusterAgent:
 
     # ------------------------------------------------------------ watches (kazoo's thread)
 
-    def _children_changed(self, children: list[str]) -> None:
+    def _mark_dirty(self) -> None:
         self._dirty.set()
+        self._wake.set()
+
+    def _children_changed(self, children: list[str]) -> None:
+        self._mark_dirty()
 
     def _data_changed(self, data: bytes | None, stat: object) -> None:
-        self._dirty.set()
+        self._mark_dirty()
 
     # ------------------------------------------------------------ the agent thread
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            self._dirty.wait(EVENT_POLL_S)
+            self._wake.wait()
+            self._wake.clear()  # before the work: a change meanwhile wakes us again
             if self._stopping.is_set():
                 return
             try:
@@ -174,8 +212,14 @@ class ClusterAgent:
                     self._loop.call_soon_threadsafe(self._on_view, view)
             except (KazooException, KazooTimeoutError, ZkLayoutError, KafkaError) as error:
                 log.warning("cluster view refresh failed (%s); retrying", error)
-                self._dirty.set()
-                time.sleep(0.2)
+                self._mark_dirty()
+                self._stopping.wait(RETRY_BACKOFF_S)
+                continue
+            if self._member.wait_for_events(0):
+                # Events came back (process_events requeues one on a connection loss) or
+                # arrived meanwhile: handled next round, after a pause so a lost connection
+                # does not spin.
+                self._stopping.wait(RETRY_BACKOFF_S / 4)
 
     def _read_view(self) -> ClusterView:
         store = self._member.store
@@ -195,7 +239,7 @@ class ClusterAgent:
             if assignment is None:
                 continue
             topics[topic] = assignment
-            config_path = f"{CONFIG_TOPICS_PATH}/{topic}"
+            config_path = topic_config_path(topic)
             if config_path not in self._watched:  # AlterConfigs on any broker
                 self._watched.add(config_path)
                 self._client.DataWatch(config_path, self._data_changed)
@@ -215,16 +259,11 @@ class ClusterAgent:
         )
 
     def _topic_config(self, topic: str) -> dict[str, str]:
-        try:
-            data, _ = self._client.get(f"{CONFIG_TOPICS_PATH}/{topic}")
-        except NoNodeError:
-            return {}
-        try:
-            config = json.loads(data)["config"]
-            return {str(k): str(v) for k, v in config.items()}
-        except (ValueError, KeyError, TypeError, AttributeError):
+        config = self._store.topic_config(topic)
+        if config is None:
             log.error("topic %s: malformed config znode ignored", topic)
             return {}
+        return config
 
     # ------------------------------------------------------------ writes (any thread)
 
@@ -247,61 +286,21 @@ class ClusterAgent:
             replica_shift=random.randrange(n) if n else 0,
         )
         assignment = TopicAssignment(topic, layout.new_topic_id(), replicas)
-        document = json.dumps({"version": 1, "config": dict(configs)}).encode("utf-8")
-        try:
-            self._client.create(f"{CONFIG_TOPICS_PATH}/{topic}", document)
-        except NodeExistsError:
-            self._client.set(f"{CONFIG_TOPICS_PATH}/{topic}", document)
+        store.create_topic_config(topic, configs)
         store.create_topic_assignment(assignment)
         return assignment
 
     def set_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
         """Blocking: replace `/config/topics/<t>` (Kafka's AdminZkClient.changeTopicConfig)
         and leave Kafka's change notification; every broker's data watch applies it."""
-        if self._member.store.topic_assignment(topic) is None:
+        if self._store.topic_assignment(topic) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
-        document = json.dumps({"version": 1, "config": dict(configs)}).encode("utf-8")
-        path = f"{CONFIG_TOPICS_PATH}/{topic}"
-        try:
-            self._client.set(path, document)
-        except NoNodeError:
-            self._client.create(path, document, makepath=True)
-        notification = json.dumps({"version": 2, "entity_path": f"topics/{topic}"})
-        self._client.create(
-            CONFIG_CHANGE_PREFIX, notification.encode("utf-8"), sequence=True, makepath=True
-        )
+        self._store.change_topic_config(topic, configs)
 
     def claim_producer_id_block(self, size: int) -> tuple[int, int]:
-        """Blocking: reserve the next `size` producer ids for this broker, `[start, end)`.
-
-        Kafka's ZooKeeper layout and protocol: `/latest_producer_id_block` holds
-        `{"version":1,"broker":N,"block_start":"<first>","block_end":"<last>"}` (decimal
-        strings, inclusive); a broker claims the block after it with a set conditional on the
-        znode's version and retries when another broker won, so no id is handed out twice."""
-        while True:
-            try:
-                data, stat = self._client.get(PRODUCER_ID_BLOCK_PATH)
-            except NoNodeError:
-                start, version = 0, None
-            else:
-                try:
-                    start = int(json.loads(data)["block_end"]) + 1
-                except (ValueError, KeyError, TypeError) as error:
-                    raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                     f"malformed {PRODUCER_ID_BLOCK_PATH}: {error}") from None
-                version = stat.version
-            document = json.dumps({
-                "version": 1, "broker": self.broker_id,
-                "block_start": str(start), "block_end": str(start + size - 1),
-            }).encode("utf-8")
-            try:
-                if version is None:
-                    self._client.create(PRODUCER_ID_BLOCK_PATH, document, makepath=True)
-                else:
-                    self._client.set(PRODUCER_ID_BLOCK_PATH, document, version=version)
-            except (NodeExistsError, BadVersionError):
-                continue  # another broker claimed a block meanwhile
-            return start, start + size
+        """Blocking: reserve the next `size` producer ids for this broker, `[start, end)`
+        (Kafka's `/latest_producer_id_block`, version-conditional; ZkStore)."""
+        return self._store.claim_producer_id_block(self.broker_id, size)
 
     def request_topic_deletion(self, topic: str) -> None:
         """Blocking: `/admin/delete_topics/<t>`; the controller deletes the topic's znodes."""

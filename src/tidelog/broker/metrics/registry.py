@@ -25,6 +25,8 @@ Exposed families (all prefixed `tidelog_`):
                                                          (includes waiting for the shared
                                                          group-commit fsync)
     connections_open                            gauge    (scrape time)
+    fetches_parked                              gauge    fetches long-polling for data (Kafka's
+                                                         fetch purgatory size)
     log_start_offset{topic,partition}           gauge    (scrape time)
     log_end_offset{topic,partition}             gauge    (scrape time)
     log_size_bytes{topic,partition}             gauge    bytes on disk (scrape time)
@@ -51,7 +53,9 @@ from prometheus_client.core import (
     Metric,
 )
 
+from tidelog.broker.services import FetchedPartition
 from tidelog.protocol.versions import api_name
+from tidelog.protocol.wire import FetchTopicData
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +178,7 @@ class BrokerMetrics:
         self.errors: dict[tuple[int, str], int] = {}
         self.latency: dict[int, Histogram] = {}
         self.fsync_latency = Histogram(FSYNC_BUCKETS_S)
+        self.fetches_parked = 0
         self._connection_source: Callable[[], int] | None = None
         self._partition_source: PartitionSource | None = None
         self._group_source: GroupSource | None = None
@@ -217,10 +222,11 @@ class BrokerMetrics:
         self.messages_out[key] = self.messages_out.get(key, 0) + records
         self.bytes_out[key] = self.bytes_out.get(key, 0) + size
 
-    def record_fetch_response(self, wanted: Iterable[Any], topics: Iterable[Any]) -> None:
+    def record_fetch_response(
+        self, wanted: Iterable[FetchedPartition], topics: Iterable[FetchTopicData]
+    ) -> None:
         """After a Fetch is answered: bytes and records served per partition.
 
-        `wanted` items have name, partition, fetch_offset; `topics` are wire.FetchTopicData.
         The broker never decodes fetched batches (D2), so records are counted as offsets served:
         from fetch_offset to the base offset of the batch that follows the last slice (one
         8-byte pread per partition), capped at the high watermark.
@@ -240,6 +246,10 @@ class BrokerMetrics:
                     partition.high_watermark,
                 )
                 self.record_fetch(topic.name, index, served, sum(s.length for s in slices))
+
+    def record_fetch_parked(self, delta: int) -> None:
+        """+1 when a Fetch parks waiting for data, -1 when it wakes (not per request)."""
+        self.fetches_parked += delta
 
     def record_fsync(self, latency_s: float) -> None:
         """Called on the group-commit thread; it is the histogram's only writer."""
@@ -314,6 +324,11 @@ class _Collector:
 
         yield GaugeMetricFamily(
             "tidelog_connections_open", "Open client connections.", value=m.connections_open()
+        )
+        yield GaugeMetricFamily(
+            "tidelog_fetches_parked",
+            "Fetch requests parked until data arrives or their max wait passes.",
+            value=m.fetches_parked,
         )
         yield from self._collect_logs_and_groups()
 

@@ -47,15 +47,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tidelog.errors import ProtocolDecodeError
+from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.protocol.guard import read_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhih")
 _PARTITION_FIXED = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, lso
 _I64 = struct.Struct(">q")
-PRODUCE_KEY = 0
-FETCH_KEY = 1
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -86,18 +86,8 @@ class _Reader:
         return value
 
     def uvarint(self) -> int:
-        value = 0
-        shift = 0
-        while True:
-            self.need(1)
-            byte = self.frame[self.position]
-            self.position += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise ProtocolDecodeError("varint longer than 5 bytes")
+        value, self.position = read_uvarint(self.frame, self.position, len(self.frame))
+        return value
 
     def length(self, flexible: bool) -> int:
         """A string/bytes/array length: -1 means null."""
@@ -166,7 +156,7 @@ def decode_request_header(frame: memoryview) -> tuple[RequestHeader, int]:
             "utf-8", "replace"
         )
         reader.position += client_id_length
-    flexible = api_key == PRODUCE_KEY and api_version >= 9
+    flexible = api_key == ApiKey.PRODUCE and api_version >= 9
     if flexible:
         reader.skip_tagged_fields()
     return RequestHeader(api_key, api_version, correlation_id, client_id, flexible), reader.position

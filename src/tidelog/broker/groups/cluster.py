@@ -18,21 +18,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from tidelog.broker.internal_topics import OFFSETS_TOPIC
 from tidelog.coordinator.coordinator import partition_for
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
-    from tidelog.broker.replication import Replication
+    from tidelog.broker.replication.replica_manager import Replication
     from tidelog.broker.state import Broker
 
-log = logging.getLogger("tidelog.broker.group_cluster")
-OFFSETS_TOPIC = "__consumer_offsets"
+log = logging.getLogger("tidelog.broker.groups.cluster")
+
 OFFSETS_REPLICATION_FACTOR = 3  # Kafka's offsets.topic.replication.factor default
 OFFSETS_COMMIT_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms default
 OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes default
@@ -128,3 +130,26 @@ def find_coordinator(
     if endpoint is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
     return ErrorCode.NONE, (leader, endpoint[0], endpoint[1])
+
+
+def append_leader_epoch(replication: Replication, tp: TopicPartition) -> int:
+    """The epoch to stamp on a coordinator append; refuses (as a group error) a partition
+    this broker no longer leads or whose ISR is below min.insync.replicas, before anything
+    is written."""
+    try:
+        return replication.check_produce(tp, -1)
+    except KafkaError as error:
+        raise KafkaError(coordinator_error(error.code), error.message) from None
+
+
+async def replicated(
+    replication: Replication, tp: TopicPartition, end_offset: int,
+    fsync: Awaitable[None] | None,
+) -> None:
+    """acks=all for a coordinator append: the fsync if any, then the high watermark passing
+    it within offsets.commit.timeout.ms; a group error otherwise."""
+    if fsync is not None:
+        await fsync
+    code = await replication.wait_for_high_watermark(tp, end_offset, OFFSETS_COMMIT_TIMEOUT_MS)
+    if code != ErrorCode.NONE:
+        raise KafkaError(coordinator_error(code), f"{tp} below {end_offset}: {code.name}")

@@ -15,9 +15,10 @@ Runs on the event loop (asyncio streams); must not block.
    broker's group-commit thread) before its next fetch, so the offset the leader counts as
    ours, and so its high watermark and every acks=all acknowledgement, is on our disk.
 
-Frames (client side): request = int32 size, request header v2 (api_key int16, api_version
-int16, correlation_id int32, client_id string, empty tagged fields), kio-encoded body;
-response = int32 size, correlation_id int32, empty tagged fields, kio-encoded body.
+Frames (client side): int32 size, then the request header and body, both encoded by kio
+from the request schema's own header schema (v2 for these flexible versions); the answer is
+int32 size, the response header of the response schema (v1: correlation_id, tagged fields),
+the body. No header bytes are written by hand.
 """
 
 from __future__ import annotations
@@ -33,25 +34,48 @@ from typing import TYPE_CHECKING, Any
 
 from kio.serial import entity_reader, entity_writer
 
-from tidelog.broker import clock, responses
+from tidelog.broker import clock
 from tidelog.errors import ErrorCode, KafkaError, TidelogError
+from tidelog.protocol import responses
 from tidelog.protocol.codec import request_schema, response_schema
 from tidelog.records.batch import split_batches
 from tidelog.storage.leader_epochs import UNDEFINED
 
 if TYPE_CHECKING:
-    from tidelog.broker.replication import ReplicaState, Replication
+    from tidelog.broker.services import FetcherOwner as Replication
+    from tidelog.broker.services import FollowedPartition as ReplicaState
 
-log = logging.getLogger("tidelog.broker.replica_fetcher")
+log = logging.getLogger("tidelog.broker.replication.replica_fetcher")
 FETCH_KEY, FETCH_VERSION = 1, 12
 EPOCH_KEY, EPOCH_VERSION = 23, 4
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
-RETRY_BACKOFF_S = 0.2
+RETRY_BACKOFF_S = 0.2  # before reconnecting after an error (not a poll)
+ENDPOINT_WAIT_MS = 60_000
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-CLIENT_ID = b"tidelog-replica-fetcher"
+CLIENT_ID = "tidelog-replica-fetcher"
 _SIZE = struct.Struct(">i")
-_HEADER = struct.Struct(">hhih")
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    """One framed request: size, the schema's own request header (kio), the body (kio)."""
+    schema = request_schema(api_key, version)
+    header = schema.__header_schema__(
+        request_api_key=api_key, request_api_version=version,
+        correlation_id=correlation_id, client_id=CLIENT_ID,
+    )
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")  # size, filled in below
+    entity_writer(type(header))(buffer, header)
+    entity_writer(schema)(buffer, body)
+    frame = buffer.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - 4)
+    del frame
+    return buffer.getvalue()
+
+
+class FetcherStopped(Exception):
+    """This fetcher was stopped or replaced: it must not touch the partition again."""
 
 
 class FetcherError(TidelogError):
@@ -71,27 +95,45 @@ class ReplicaFetcher:
         self._node_id = replication.node_id
         self._task: asyncio.Task[None] | None = None
         self._correlation_id = 0
+        self._stopped = False
+
+    def _check_current(self) -> None:
+        """Before touching the log: a fetcher that was stopped or replaced (a leadership
+        change) exits even if its cancellation was lost, so it can never truncate or append
+        to a partition it no longer follows (seen: a new leader truncating its own log)."""
+        if self._stopped or self._state.fetcher is not self:
+            raise FetcherStopped(f"{self._state.tp}: fetcher of {self._leader_id} replaced")
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def cancel(self) -> None:
         """Stop at the next await, synchronously (its log is about to be deleted)."""
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
     async def _run(self) -> None:
+        try:
+            await self._follow()
+        except FetcherStopped as stopped:
+            log.info("%s", stopped)
+
+    async def _follow(self) -> None:
         tp = self._state.tp
         while True:
+            self._check_current()
             endpoint = self._replication.leader_endpoint(self._leader_id)
-            if endpoint is None:
-                await asyncio.sleep(RETRY_BACKOFF_S)
+            if endpoint is None:  # not registered (yet): woken by the view that has it
+                await self._replication.wait_for_view(
+                    lambda view: self._leader_id in view.brokers, ENDPOINT_WAIT_MS)
                 continue
             writer: asyncio.StreamWriter | None = None
             try:
@@ -117,23 +159,21 @@ class ReplicaFetcher:
         body: Any,
     ) -> Any:
         self._correlation_id += 1
-        buffer = io.BytesIO()
-        buffer.write(_HEADER.pack(api_key, version, self._correlation_id, len(CLIENT_ID)))
-        buffer.write(CLIENT_ID)
-        buffer.write(b"\0")  # request header v2: no tagged fields
-        entity_writer(type(body))(buffer, body)
-        payload = buffer.getvalue()
-        writer.write(_SIZE.pack(len(payload)) + payload)
+        writer.write(encode_request(api_key, version, self._correlation_id, body))
         await writer.drain()
         (size,) = _SIZE.unpack(await reader.readexactly(4))
         if not 5 <= size <= MAX_RESPONSE_BYTES:
             raise FetcherError(f"response of {size} bytes")
         frame = await reader.readexactly(size)
-        (correlation_id,) = _SIZE.unpack_from(frame, 0)
-        if correlation_id != self._correlation_id:
-            raise FetcherError(f"correlation id {correlation_id} != {self._correlation_id}")
+        schema = response_schema(api_key, version)
         try:
-            response, _ = entity_reader(response_schema(api_key, version))(frame, 5)
+            header, position = entity_reader(schema.__header_schema__)(frame, 0)
+            if header.correlation_id != self._correlation_id:
+                raise FetcherError(
+                    f"correlation id {header.correlation_id} != {self._correlation_id}")
+            response, _ = entity_reader(schema)(frame, position)
+        except FetcherError:
+            raise
         except Exception as error:  # kio raises assorted errors on malformed input
             raise FetcherError(f"malformed response to api {api_key}: {error}") from error
         return response
@@ -183,6 +223,7 @@ class ReplicaFetcher:
             self._truncate_to(target)
 
     def _truncate_to(self, offset: int) -> None:
+        self._check_current()
         state = self._state
         log.info("%s: truncating from %d to %d", state.tp, state.log.log_end_offset, offset)
         state.log.truncate_to(offset)
@@ -243,6 +284,7 @@ class ReplicaFetcher:
                 raise FetcherError(f"fsync of fetched batches failed: {error}") from error
 
     def _apply(self, partition: Any, fetch_offset: int) -> None:
+        self._check_current()
         state = self._state
         code = ErrorCode(partition.error_code)
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:

@@ -1,20 +1,15 @@
 """One client connection: frames in, handlers run concurrently, responses out in request order.
 
 Runs on the event loop; must not block. The adapter is thin (STYLE: uvicorn): bytes from the
-transport are cut into frames, each frame is decoded sans-I/O (`protocol.codec`, or `wire` for
-Produce, whose record sets stay writable views into the frame) and dispatched by the router.
+transport are cut into frames, each frame is decoded sans-I/O (`protocol.codec`, or
+`protocol.wire` for Produce, whose record sets stay writable views into the frame) and
+dispatched by the router. It knows its listener only as a `ConnectionRegistry`.
 
-Receiving (asyncio.BufferedProtocol, so the kernel copies straight into our buffers):
-- `_buffer` (RECEIVE_BUFFER_BYTES) collects small frames; each complete frame is copied out
-  into its own bytearray (the log rewrites baseOffset in it). It is an anonymous mmap, so
-  only the pages data has reached are resident: an idle connection costs a few KiB, not 256.
-- A frame above BIG_FRAME_BYTES that is not complete yet gets its own bytearray, and the kernel
-  fills it directly: big produce requests are copied at most once per receive-buffer's worth
-  (the part that arrived with the previous read). That bytearray starts at BIG_FRAME_START_BYTES
-  and doubles as bytes arrive, up to the declared size: memory follows the bytes received, so a
-  client declaring 100 MiB frames and sending nothing costs little (slowloris).
-- A declared size above socket.request.max.bytes (or below the 8-byte header) closes the
-  connection before anything is allocated.
+Receiving (asyncio.BufferedProtocol, so the kernel copies straight into our buffers) is
+`protocol.frame.FrameReceiver`: small frames are copied out of one receive buffer once, a big
+frame is received in place into its own growing bytearray (see frame.py for the memory rules).
+A declared size above socket.request.max.bytes (or below the 8-byte header) closes the
+connection before anything is allocated.
 
 Ordering and bounds: at most `max_in_flight_per_connection` requests run at once (reading
 pauses at the limit and while the client is not reading its responses), and at most
@@ -28,51 +23,52 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import mmap
 import socket
-import struct
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from tidelog.broker import router
-from tidelog.broker.handlers.api_versions import API_VERSIONS
-from tidelog.broker.wire import (
-    FETCH_KEY,
-    PRODUCE_KEY,
+from tidelog.broker.handlers.context import RequestContext
+from tidelog.broker.net.router import Router, UnanswerableError
+from tidelog.errors import ProtocolDecodeError
+from tidelog.protocol.api_keys import ApiKey
+from tidelog.protocol.codec import RequestHeader, decode_request, encode_response, parse_header
+from tidelog.protocol.frame import FrameReceiver, FrameSizeError
+from tidelog.protocol.versions import encode_unsupported_api_versions
+from tidelog.protocol.wire import (
     Outgoing,
     SendSlice,
     decode_produce_request,
     decode_request_header,
 )
-from tidelog.errors import ProtocolDecodeError
-from tidelog.protocol.codec import RequestHeader, decode_request, encode_response, parse_header
-from tidelog.protocol.versions import encode_unsupported_api_versions
 
-if TYPE_CHECKING:
-    from tidelog.broker.server import BrokerServer
-
-RECEIVE_BUFFER_BYTES = 256 * 1024
-BIG_FRAME_BYTES = 64 * 1024
-BIG_FRAME_START_BYTES = 1024 * 1024
 MAX_FETCHES_IN_FLIGHT = 4  # consumers and followers keep one Fetch in flight per broker
 MIN_FRAME_BYTES = 8  # api_key, api_version, correlation_id
-_SIZE = struct.Struct(">i")
 log = logging.getLogger("tidelog.broker.connection")
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    max_frame_bytes: int  # socket.request.max.bytes
+    max_in_flight: int  # max.in.flight.requests.per.connection
+
+
+class ConnectionRegistry(Protocol):
+    """The listener as a connection sees it: max.connections and shutdown tracking."""
+
+    def register(self, connection: Connection) -> bool: ...
+
+    def unregister(self, connection: Connection) -> None: ...
+
+
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server: BrokerServer) -> None:
-        self._server = server
-        self._broker = server.broker
-        self._max_frame_bytes = server.broker.config.socket_request_max_bytes
-        self._max_in_flight = server.broker.config.max_in_flight_per_connection
-        self._buffer = mmap.mmap(-1, RECEIVE_BUFFER_BYTES)  # pages untouched until used
-        self._view = memoryview(self._buffer)
-        self._start = 0  # first unparsed byte in _buffer
-        self._end = 0  # end of received bytes in _buffer
-        self._big_frame: bytearray | None = None  # a large frame being filled in place
-        self._big_filled = 0
-        self._big_size = 0  # its declared size; _big_frame grows towards it
+    def __init__(
+        self, router: Router, registry: ConnectionRegistry, limits: ConnectionLimits
+    ) -> None:
+        self._router = router
+        self._registry = registry
+        self._max_in_flight = limits.max_in_flight
+        self._frames = FrameReceiver(limits.max_frame_bytes, min_frame_bytes=MIN_FRAME_BYTES)
         self._pending: deque[tuple[RequestHeader, asyncio.Task[Any]]] = deque()
         self._fetches_pending = 0  # Fetches whose responses are not yet written
         self._read_blockers: set[str] = set()
@@ -94,56 +90,26 @@ class Connection(asyncio.BufferedProtocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport.set_write_buffer_limits(high=4 << 20)
-        if not self._server.register(self):
+        if not self._registry.register(self):
             log.warning("max.connections reached: refusing %s:%d", *self._peer)
             self._closed = True
             transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self._server.unregister(self)
+        self._registry.unregister(self)
         for _, task in self._pending:
             task.cancel()
             task.add_done_callback(_close_outgoing)
         self._pending.clear()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big_frame is not None:
-            if self._big_filled == len(self._big_frame):
-                self._grow_big_frame()
-            return memoryview(self._big_frame)[self._big_filled :]
-        if self._start == self._end:
-            # Between frames: read at most BIG_FRAME_BYTES, so the head of a big frame that
-            # gets copied into its own buffer stays small.
-            self._start = self._end = 0
-            return self._view[:BIG_FRAME_BYTES]
-        if len(self._buffer) - self._end < BIG_FRAME_BYTES and self._start > 0:
-            unparsed = self._end - self._start
-            # bytes(): mmap slice assignment is a memcpy, and the two ranges may overlap.
-            self._buffer[:unparsed] = bytes(self._view[self._start : self._end])
-            self._start, self._end = 0, unparsed
-        return self._view[self._end :]
+        return self._frames.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
         self._active = True
-        if self._big_frame is not None:
-            self._big_filled += nbytes
-            if self._big_filled == self._big_size:
-                frame, self._big_frame = self._big_frame, None
-                self._submit(frame)
-            return
-        self._end += nbytes
+        self._frames.buffer_updated(nbytes)
         self._parse_frames()
-
-    def _grow_big_frame(self) -> None:
-        assert self._big_frame is not None
-        size = min(self._big_size, 2 * len(self._big_frame))
-        try:
-            self._big_frame.extend(bytes(size - len(self._big_frame)))  # realloc, no copy
-        except BufferError:  # a view of it is still alive: copy into a new buffer
-            grown = bytearray(size)
-            grown[: self._big_filled] = self._big_frame
-            self._big_frame = grown
 
     def pause_writing(self) -> None:
         self._block_reading("writing")
@@ -158,41 +124,28 @@ class Connection(asyncio.BufferedProtocol):
             and len(self._pending) < self._max_in_flight
             and "fetches" not in self._read_blockers
         ):
-            available = self._end - self._start
-            if available < 4:
-                return
-            (size,) = _SIZE.unpack_from(self._buffer, self._start)
-            if size < MIN_FRAME_BYTES or size > self._max_frame_bytes:
+            try:
+                frame = self._frames.next_frame()
+            except FrameSizeError as error:
                 log.warning(
                     "closing %s:%d: frame of %d bytes (limit %d)",
                     *self._peer,
-                    size,
-                    self._max_frame_bytes,
+                    error.declared_size,
+                    error.max_frame_bytes,
                 )
                 self.close()
                 return
-            if available - 4 >= size:
-                begin = self._start + 4
-                frame = bytearray(self._view[begin : begin + size])
-                self._start = begin + size
-                self._submit(frame)
-                continue
-            if size > BIG_FRAME_BYTES:
-                # Big frame: the kernel fills a frame-sized bytearray directly from now on.
-                self._big_frame = bytearray(min(size, BIG_FRAME_START_BYTES))
-                self._big_size = size
-                self._big_filled = available - 4
-                self._big_frame[: self._big_filled] = self._view[self._start + 4 : self._end]
-                self._start = self._end = 0
-            return
+            if frame is None:
+                return
+            self._submit(frame)
 
     def _submit(self, frame: bytearray) -> None:
         try:
             api_key, api_version, correlation_id = parse_header(memoryview(frame))
-            if not router.is_supported(api_key, api_version):
+            if not self._router.is_supported(api_key, api_version):
                 self._unsupported(api_key, api_version, correlation_id)
                 return
-            if api_key == PRODUCE_KEY:
+            if api_key == ApiKey.PRODUCE:
                 view = memoryview(frame)
                 header, position = decode_request_header(view)
                 body: Any = decode_produce_request(view, api_version, position)
@@ -203,22 +156,23 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("closing %s:%d: %s", *self._peer, error)
             self.close()
             return
-        context = router.RequestContext(header, self._peer[0], self._peer[1])
-        task = asyncio.get_running_loop().create_task(router.dispatch(self._broker, context, body))
+        context = RequestContext(header, self._peer[0], self._peer[1])
+        task = asyncio.get_running_loop().create_task(self._router.dispatch(context, body))
         self._pending.append((header, task))
         task.add_done_callback(self._on_done)
         if len(self._pending) >= self._max_in_flight:
             self._block_reading("in_flight")
-        if header.api_key == FETCH_KEY:
+        if header.api_key == ApiKey.FETCH:
             self._fetches_pending += 1
             if self._fetches_pending >= MAX_FETCHES_IN_FLIGHT:
                 self._block_reading("fetches")
 
     def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> None:
-        if api_key == API_VERSIONS:
+        if api_key == ApiKey.API_VERSIONS:
             # Kafka's fallback: answer in the v0 layout with the full list; the client retries.
-            header = RequestHeader(API_VERSIONS, 0, correlation_id, None, False)
-            frame = encode_unsupported_api_versions(correlation_id, router.advertised_versions())
+            header = RequestHeader(ApiKey.API_VERSIONS, 0, correlation_id, None, False)
+            versions = self._router.advertised_versions()
+            frame = encode_unsupported_api_versions(correlation_id, versions)
             done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             done.set_result(Outgoing((frame,), len(frame)))
             self._pending.append((header, done))  # type: ignore[arg-type]
@@ -239,7 +193,7 @@ class Connection(asyncio.BufferedProtocol):
             header, task = self._pending[0]
             try:
                 result = task.result()
-            except router.UnanswerableError as error:
+            except UnanswerableError as error:
                 log.warning("closing %s:%d: %s", *self._peer, error)
                 self.close()
                 return
@@ -248,7 +202,7 @@ class Connection(asyncio.BufferedProtocol):
                 self.close()
                 return
             self._pending.popleft()
-            if header.api_key == FETCH_KEY:
+            if header.api_key == ApiKey.FETCH:
                 self._fetches_pending -= 1
             if isinstance(result, Outgoing) and len(result.parts) > 1:
                 self._writer_task = asyncio.get_running_loop().create_task(

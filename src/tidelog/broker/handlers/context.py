@@ -1,0 +1,41 @@
+"""What every handler gets and returns, shared by the router (net/) and the handler modules.
+
+A handler is `async (context, request) -> response | None`, with its dependencies bound
+first (`functools.partial(handle_x, deps)`), so the router never knows what a handler uses and
+a handler's signature says exactly what it may touch. Each family module exports
+`handlers(deps) -> HandlerTable`; `server.py` builds one table per broker instance.
+
+A handler returns a kio response entity, a `protocol.wire.Outgoing` (pre-encoded bytes and
+file slices, for Fetch), or None for no response (Produce acks=0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tidelog.protocol.codec import RequestHeader
+from tidelog.protocol.versions import SUPPORTED_VERSIONS
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    header: RequestHeader
+    client_host: str
+    client_port: int
+
+
+# The request is a kio entity (or wire.ProduceRequestData), whose classes kio generates per
+# version; the handler narrows it. The response likewise.
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+HandlerTable = dict[int, Handler]
+
+
+def advertised_versions(table: Mapping[int, Handler]) -> dict[int, tuple[int, int]]:
+    """api_key -> (min, max) for every key with a handler (what ApiVersions answers)."""
+    return {
+        api_key: SUPPORTED_VERSIONS[api_key]
+        for api_key in sorted(table)
+        if api_key in SUPPORTED_VERSIONS
+    }

@@ -1,0 +1,7 @@
+"""Names of Kafka's internal topics (a leaf module: services and handlers both import it)."""
+
+from __future__ import annotations
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
