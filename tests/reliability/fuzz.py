@@ -82,11 +82,11 @@ def _child(target: str, runs: int, corpus: Path, artifacts: Path, max_time: int)
     import atheris
 
     with atheris.instrument_imports(include=["tidelog", "kio"]):
-        import tidelog.broker.wire
         import tidelog.cluster.zk_payloads
         import tidelog.coordinator.records
         import tidelog.protocol.codec
         import tidelog.protocol.fetch_client
+        import tidelog.protocol.wire
         import tidelog.records.batch
         import tidelog.records.columnar
         import tidelog.records.record

@@ -39,7 +39,7 @@ def request_frame(data: bytes) -> None:
 
 def produce_frame(data: bytes) -> None:
     """The broker's hand Produce decoder (broker/wire.py), as the connection calls it."""
-    from tidelog.broker.wire import decode_produce_request, decode_request_header
+    from tidelog.protocol.wire import decode_produce_request, decode_request_header
 
     view = memoryview(data)
     header, position = decode_request_header(view)
