@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tidelog.storage.config import LogConfig
@@ -51,6 +51,10 @@ def test_roll_boundaries(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs=batch_specs, retention_bytes=st.integers(-1, 20_000),
        retention_ms=st.integers(-1, 100_000), now_ms=st.integers(0, 200_000))
+# Found by hypothesis: the size pass removed the young first segment, uncovering an expired
+# one that the time pass (then run first) had not reached; Kafka runs size before time.
+@example(specs=[(1, 0, 0), (1, 0, 0), (1, 51, 0), (3, 141, 125), (3, 222, 0), (3, 219, 0),
+                (3, 130, 0)], retention_bytes=481, retention_ms=4, now_ms=5)
 def test_retention_boundaries(
     tmp_path_factory: pytest.TempPathFactory, specs: list[tuple[int, int, int]],
     retention_bytes: int, retention_ms: int, now_ms: int,

@@ -261,11 +261,8 @@ class PartitionLog:
         if not self.config.deletes:
             return 0
         deleted = 0
-        retention_ms = self.config.retention_ms
-        if retention_ms >= 0:
-            deleted += self._delete_oldest(
-                lambda segment, _: segment.max_timestamp < now_ms - retention_ms
-            )
+        # Kafka's order (UnifiedLog.deleteOldSegments): size, then time, so a segment the size
+        # pass uncovers is still checked for age in the same run.
         if self.config.retention_bytes >= 0:
             excess = [self.size_bytes() - self.config.retention_bytes]
 
@@ -276,6 +273,11 @@ class PartitionLog:
                 return True
 
             deleted += self._delete_oldest(over_size)
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_oldest(
+                lambda segment, _: segment.max_timestamp < now_ms - retention_ms
+            )
         return deleted
 
     def _delete_oldest(self, predicate: Callable[[LogSegment, int], bool]) -> int:
