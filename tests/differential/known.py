@@ -143,24 +143,6 @@ _ENTRIES: list[Known] = [
         (_FEATURES, "supported_features*", ANY, ANY),
         (_FEATURES, "finalized_features*", ANY, ANY),
     ),
-    *_cause(
-        FIX,
-        "A client_software_name/version outside [a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])? "
-        "is INVALID_REQUEST(42) with an empty api_keys list in Kafka "
-        "(ApiVersionsRequest.isValid, checked in KafkaApis.handleApiVersionsRequest); "
-        "Tidelog answers NONE with its full list",
-        ("api_versions.v3-bad-software-name", "error_code", "INVALID_REQUEST(42)", "NONE(0)"),
-        ("api_versions.v3-bad-software-name", "api_keys/<length>", "0", "26"),
-        ("api_versions.v3-bad-software-name", "api_keys/*", "<absent>", "{'api_key': *"),
-    ),
-    *_cause(
-        FIX,
-        "ApiVersions of an unsupported version: Kafka answers UNSUPPORTED_VERSION listing "
-        "only ApiVersions' own range (ApiVersionsRequest.getErrorResponse, KIP-511), which "
-        "is all a client needs to retry; Tidelog lists every API (harmless, but larger and "
-        "not what Kafka sends)",
-        ("api_versions.v127-unsupported", "api_keys/*", ANY, "{'api_key': *"),
-    ),
     # ------------------------------------------------------------------ Metadata
     *_cause(
         FIX,
@@ -253,83 +235,15 @@ _ENTRIES: list[Known] = [
     ),
     # ------------------------------------------------------------------ Produce
     *_cause(
-        FIX,
-        "Record-batch validation: Kafka's LogValidator (validateBatch/validateRecord, "
-        "AppendOrigin.CLIENT) rejects with INVALID_RECORD(87) a batch of magic < 2, a client "
-        "batch whose base offset is not 0, a lastOffsetDelta that disagrees with the record "
-        "count, a batch cut short and an empty records field; Tidelog answers "
-        "CORRUPT_MESSAGE(2) (kept by Kafka for CRC and size errors) or, worse, appends the "
-        "batch: with lastOffsetDelta 5 and 2 records the log end moves by 6",
-        ("produce.v9-magic-1", "responses/pe-magic-1/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "CORRUPT_MESSAGE(2)"),
-        ("produce.v9-truncated-batch",
-         "responses/pe-truncated-batch/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "CORRUPT_MESSAGE(2)"),
-        ("produce.v9-empty-records", "responses/pe-empty-records/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "CORRUPT_MESSAGE(2)"),
-        ("produce.v9-nonzero-base-offset",
-         "responses/pe-nonzero-base-offset/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "NONE(0)"),
-        ("produce.v9-nonzero-base-offset",
-         "responses/pe-nonzero-base-offset/partition_responses/0/base_offset", "-1", "0"),
-        ("produce.v9-nonzero-base-offset-then-latest",
-         "topics/pe-nonzero-base-offset/partitions/0/offset", "0", "1"),
-        ("produce.v9-last-offset-delta-wrong",
-         "responses/pe-last-offset-delta-wrong/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "NONE(0)"),
-        ("produce.v9-last-offset-delta-wrong",
-         "responses/pe-last-offset-delta-wrong/partition_responses/0/base_offset", "-1", "0"),
-        ("produce.v9-last-offset-delta-wrong-then-latest",
-         "topics/pe-last-offset-delta-wrong/partitions/0/offset", "0", "6"),
-    ),
-    *_cause(
-        FIX,
-        "A control batch (attribute bit 5) from a client: Kafka rejects it with "
-        "INVALID_RECORD(87) (LogValidator: only the transaction coordinator writes control "
-        "records); Tidelog appends it, so any client can forge commit/abort markers",
-        ("produce.v9-control-batch-from-client",
-         "responses/pe-control-batch-from-client/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "NONE(0)"),
-        ("produce.v9-control-batch-from-client",
-         "responses/pe-control-batch-from-client/partition_responses/0/base_offset", "-1", "0"),
-        ("produce.v9-control-batch-from-client-then-latest",
-         "topics/pe-control-batch-from-client/partitions/0/offset", "0", "1"),
-    ),
-    *_cause(
-        FIX,
-        "A transactional batch in a Produce without transactional_id: Kafka refuses the "
-        "whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53) "
-        "(KafkaApis.handleProduceRequest, hasTransactionalRecords); Tidelog, which serves no "
-        "transactions, appends it and leaves an open transaction in the log",
-        ("produce.v9-transactional-without-txn",
-         "responses/pe-transactional-without-txn/partition_responses/0/error_code",
-         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)", "NONE(0)"),
-        ("produce.v9-transactional-without-txn",
-         "responses/pe-transactional-without-txn/partition_responses/0/base_offset", "-1", "0"),
-        ("produce.v9-transactional-without-txn",
-         "responses/pe-transactional-without-txn/partition_responses/0/log_start_offset",
-         "-1", "0"),
-        ("produce.v9-transactional-without-txn-then-latest",
-         "topics/pe-transactional-without-txn/partitions/0/offset", "0", "1"),
-    ),
-    *_cause(
-        FIX,
-        "Produce errors raised after the partition was found (record validation, producer "
-        "sequence/epoch checks): Kafka fills log_start_offset with the partition's log start "
-        "(0 here); Tidelog sends -1",
-        ("produce.v9-count-wrong", "responses/pe-count-wrong/partition_responses/0/"
-         "log_start_offset", "0", "-1"),
-        ("produce.v9-bad-codec-7", "responses/pe-bad-codec-7/partition_responses/0/"
-         "log_start_offset", "0", "-1"),
-        ("idempotence.v9-*", "responses/idem/partition_responses/0/log_start_offset", "0", "-1"),
-    ),
-    *_cause(
         LEGIT,
         "Compression codec 7 does not exist: Kafka fails with an unhandled "
-        "IllegalArgumentException (UNKNOWN_SERVER_ERROR); Tidelog's CORRUPT_MESSAGE says what "
-        "is wrong",
+        "IllegalArgumentException (UNKNOWN_SERVER_ERROR, with the partition's log start "
+        "offset as for any failed append); Tidelog's CORRUPT_MESSAGE says what is wrong, and "
+        "goes with log_start_offset -1 as Kafka's CORRUPT_MESSAGE does",
         ("produce.v9-bad-codec-7", "responses/pe-bad-codec-7/partition_responses/0/error_code",
          "UNKNOWN_SERVER_ERROR(-1)", "CORRUPT_MESSAGE(2)"),
+        ("produce.v9-bad-codec-7", "responses/pe-bad-codec-7/partition_responses/0/"
+         "log_start_offset", "0", "-1"),
     ),
     *_cause(
         LEGIT,
@@ -351,23 +265,6 @@ _ENTRIES: list[Known] = [
     ),
     # ------------------------------------------------------------------ Fetch
     *_cause(
-        FIX,
-        "Fetch at READ_UNCOMMITTED: Kafka leaves aborted_transactions null (it fills it only "
-        "for READ_COMMITTED fetches); Tidelog sends an empty array. Both parse and clients "
-        "treat them alike; fix for fidelity",
-        (ANY, "*/aborted_transactions", "None", "[]"),
-    ),
-    *_cause(
-        FIX,
-        "A partition-level Fetch error (OFFSET_OUT_OF_RANGE, ...): Kafka sends "
-        "log_start_offset -1 with it (FetchResponse.partitionResponse(error) uses "
-        "INVALID_LOG_START_OFFSET); Tidelog sends the real log start",
-        ("fetch.v11-beyond-end", "responses/f/partitions/0/log_start_offset", "-1", "0"),
-        ("fetch.v11-far-beyond-end", "responses/f/partitions/0/log_start_offset", "-1", "0"),
-        ("fetch.v11-negative-offset", "responses/f/partitions/0/log_start_offset", "-1", "0"),
-        ("fetch.v11-below-log-start", "responses/f/partitions/0/log_start_offset", "-1", "3"),
-    ),
-    *_cause(
         LEGIT,
         "partition_max_bytes smaller than the data: Kafka fills the limit and cuts the last "
         "batch (a partial batch clients drop, KIP-74); Tidelog stops at the last whole batch",
@@ -375,25 +272,6 @@ _ENTRIES: list[Known] = [
          "2", "1"),
         ("fetch.v11-partition-max-bytes-100", "responses/f/partitions/0/records/1",
          "{'partial_batch_bytes': 4}", "<absent>"),
-    ),
-    *_cause(
-        FIX,
-        "current_leader_epoch (KIP-320) is not checked: a client epoch above the leader's is "
-        "UNKNOWN_LEADER_EPOCH(75) in Kafka (below it FENCED_LEADER_EPOCH(74); "
-        "Partition.checkCurrentLeaderEpoch) for Fetch and ListOffsets; Tidelog answers as if "
-        "no epoch had been sent",
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/error_code",
-         "UNKNOWN_LEADER_EPOCH(75)", "NONE(0)"),
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/high_watermark", "-1", "10"),
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/last_stable_offset",
-         "-1", "10"),
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/log_start_offset", "-1", "0"),
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/records/<length>", "0", "3"),
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/records/?", "<absent>",
-         "{'base_offset': *"),
-        ("list_offsets.v7-future-leader-epoch", "topics/lo/partitions/0/error_code",
-         "UNKNOWN_LEADER_EPOCH(75)", "NONE(0)"),
-        ("list_offsets.v7-future-leader-epoch", "topics/lo/partitions/0/offset", "-1", "5"),
     ),
     *_cause(
         LEGIT,
@@ -422,43 +300,7 @@ _ENTRIES: list[Known] = [
         ("fetch.v11-unknown-session", "responses/0", "<absent>", "{'topic': 'f'*"),
     ),
     # ------------------------------------------------------------------ ListOffsets
-    *_cause(
-        FIX,
-        "ListOffsets answers without an offset (none found, or an error) carry leader_epoch "
-        "-1 in Kafka; Tidelog sends 0",
-        ("list_offsets.v7-*", "topics/*/partitions/*/leader_epoch", "-1", "0"),
-    ),
-    *_cause(
-        FIX,
-        "Timestamp -5 is LATEST_TIERED_TIMESTAMP, defined from ListOffsets v9: at v7 Kafka "
-        "answers UNSUPPORTED_VERSION(35) (KafkaApis.handleListOffsetRequest); Tidelog "
-        "INVALID_REQUEST",
-        ("list_offsets.v7-ts-minus-5", "topics/lo/partitions/0/error_code",
-         "UNSUPPORTED_VERSION(35)", "INVALID_REQUEST(42)"),
-    ),
-    *_cause(
-        FIX,
-        "A partition named twice in one ListOffsets: Kafka answers INVALID_REQUEST once for "
-        "it; Tidelog answers each entry",
-        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/<length>", "1", "2"),
-        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/1", "<absent>",
-         "{'partition_index': 0*"),
-        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/0/error_code",
-         "INVALID_REQUEST(42)", "NONE(0)"),
-        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/0/offset", "-1", "5"),
-    ),
     # ------------------------------------------------------------------ OffsetForLeaderEpoch
-    *_cause(
-        FIX,
-        "OffsetForLeaderEpoch is in SUPPORTED_VERSIONS (v2-4) but standalone Tidelog has no "
-        "handler (only `serve --zookeeper` registers it): it is not advertised and the "
-        "connection is closed, as for an unknown API. Kafka answers it on every broker; "
-        "clients use it to validate positions after a leader change (KIP-320) and skip the "
-        "check when the API is missing. Serve it standalone too (one epoch per partition: "
-        "end offset = log end)",
-        ("offset_for_leader_epoch.*", "topics", "[{'topic': *", "<absent>"),
-        ("offset_for_leader_epoch.*", "<connection>", "<absent>", "closed by broker"),
-    ),
     # ------------------------------------------------------------------ Offsets
     *_cause(
         FIX,
@@ -684,26 +526,6 @@ _ENTRIES: list[Known] = [
          "UNSUPPORTED_ENDPOINT_TYPE(115)", "MISMATCHED_ENDPOINT_TYPE(114)"),
     ),
     # ------------------------------------------------------------------ internal topics
-    *_cause(
-        FIX,
-        "Clients may not write to or truncate __consumer_offsets: Kafka answers Produce and "
-        "DeleteRecords on an internal topic with INVALID_TOPIC_EXCEPTION(17) "
-        "(ReplicaManager.appendToLocalLog / deleteRecordsOnLocalLog); Tidelog appends the "
-        "client's records to its group log (a forged record could corrupt group state on "
-        "the next load) and accepts the DeleteRecords",
-        ("internal_topics.produce-v9",
-         "responses/__consumer_offsets/partition_responses/0/error_code",
-         "INVALID_TOPIC_EXCEPTION(17)", "NONE(0)"),
-        ("internal_topics.produce-v9",
-         "responses/__consumer_offsets/partition_responses/0/base_offset", "-1", ANY),
-        ("internal_topics.produce-v9",
-         "responses/__consumer_offsets/partition_responses/0/log_start_offset", "-1", "0"),
-        ("internal_topics.delete-records-v2",
-         "topics/__consumer_offsets/partitions/0/error_code", "INVALID_TOPIC_EXCEPTION(17)",
-         "NONE(0)"),
-        ("internal_topics.delete-records-v2",
-         "topics/__consumer_offsets/partitions/0/low_watermark", "-1", "0"),
-    ),
     *_cause(
         LEGIT,
         "DeleteTopics of __consumer_offsets: Kafka 4.3 deletes it (every group's offsets are "

@@ -261,6 +261,11 @@ async def handle_create_partitions(deps: AdminDeps, context: RequestContext, req
 
 # --- DeleteRecords ------------------------------------------------------------------------
 def _delete_records(deps: AdminDeps, topic: str, partition: int, offset: int) -> dict[str, Any]:
+    if topic in INTERNAL_TOPICS:
+        # Kafka's ReplicaManager.deleteRecordsOnLocalLog: clients cannot truncate them.
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot delete records of internal topic {topic}"
+        )
     partition_log = deps.topics.partition_log(topic, partition)
     high_watermark = partition_log.log_end_offset  # single node: every append is committed
     target = high_watermark if offset == HIGH_WATERMARK else offset
