@@ -303,16 +303,6 @@ _ENTRIES: list[Known] = [
     # ------------------------------------------------------------------ OffsetForLeaderEpoch
     # ------------------------------------------------------------------ Offsets
     *_cause(
-        FIX,
-        "OffsetCommit of a negative offset: Kafka stores it (NONE; an offset below 0 later "
-        "reads as \"no committed offset\" in clients); Tidelog refuses with "
-        "INVALID_COMMIT_OFFSET_SIZE(28), which Kafka uses only for oversized commits",
-        ("offsets.commit-v8-negative-offset", "topics/o/partitions/1/error_code", "NONE(0)",
-         "INVALID_COMMIT_OFFSET_SIZE(28)"),
-        ("offsets.fetch-v8-after-*", "groups/g-simple/topics/o/partitions/1/committed_offset",
-         "-5", "8"),
-    ),
-    *_cause(
         LEGIT,
         "The empty group id: Kafka 4's group coordinator accepts \"\" as a group (commit, "
         "describe, delete); Tidelog keeps the classic coordinator's INVALID_GROUP_ID for a "
@@ -323,48 +313,7 @@ _ENTRIES: list[Known] = [
         ("classic_group.delete-groups-v0-empty-id", "results//error_code", "NONE(0)",
          "GROUP_ID_NOT_FOUND(69)"),
     ),
-    *_cause(
-        FIX,
-        "OffsetDelete of a topic that does not exist: Kafka answers "
-        "UNKNOWN_TOPIC_OR_PARTITION(3) for its partitions; Tidelog NONE",
-        ("offsets.offset-delete-unknown-topic", "topics/o-absent/partitions/0/error_code",
-         "UNKNOWN_TOPIC_OR_PARTITION(3)", "NONE(0)"),
-    ),
     # ------------------------------------------------------------------ groups
-    *_cause(
-        FIX,
-        "FindCoordinator with a key_type other than 0 (group) / 1 (transaction): Kafka "
-        "answers INVALID_REQUEST(42) with node -1; Tidelog treats it as a group key",
-        ("classic_group.find-coordinator-v4-bad-key-type", "coordinators/g-classic/node_id",
-         "-1", "<self>"),
-        ("classic_group.find-coordinator-v4-bad-key-type", "coordinators/g-classic/error_code",
-         "INVALID_REQUEST(42)", "NONE(0)"),
-    ),
-    *_cause(
-        FIX,
-        "Heartbeat with an empty group id is INVALID_GROUP_ID(24) in Kafka (the group id is "
-        "validated before the member); Tidelog says UNKNOWN_MEMBER_ID",
-        ("classic_group.heartbeat-v4-empty-group-id", "error_code", "INVALID_GROUP_ID(24)",
-         "UNKNOWN_MEMBER_ID(25)"),
-    ),
-    *_cause(
-        FIX,
-        "ConsumerGroupHeartbeat v1+ requires the client to choose its member id (KIP-1082): "
-        "an empty one is INVALID_REQUEST(42) in Kafka; Tidelog generates one as in v0 and "
-        "joins the member",
-        ("consumer_group.heartbeat-v1-empty-member-id", "error_code", "INVALID_REQUEST(42)",
-         "NONE(0)"),
-        ("consumer_group.heartbeat-v1-empty-member-id", "member_id", "None", "<member>"),
-        ("consumer_group.heartbeat-v1-empty-member-id", "member_epoch", "0", "1"),
-        ("consumer_group.heartbeat-v1-empty-member-id", "heartbeat_interval", "0", "5000"),
-        ("consumer_group.heartbeat-v1-empty-member-id", "assignment", "None",
-         "{'topic_partitions': *"),
-        # The group that heartbeat created exists on Tidelog only, with its (Stable) member.
-        ("groups_admin.list-v*", "groups/g-848-v1", "<absent>", "{'group_id': 'g-848-v1'*"),
-        ("groups_admin.list-v4-stable-state", "groups/<length>", "0", "1"),
-        ("groups_admin.list-v4-stable-state", "groups/0", "<absent>",
-         "{'group_id': 'g-848-v1'*"),
-    ),
     *_cause(
         LEGIT,
         "KIP-848 epochs: Kafka bumps the group epoch twice when the first member joins "
@@ -405,14 +354,6 @@ _ENTRIES: list[Known] = [
         ("consumer_group.classic-join-into-consumer-group", "error_code",
          "MEMBER_ID_REQUIRED(79)", "INCONSISTENT_GROUP_PROTOCOL(23)"),
         ("consumer_group.classic-join-into-consumer-group", "member_id", "<member>", ""),
-    ),
-    *_cause(
-        FIX,
-        "DescribeGroups (the classic API) of a KIP-848 group: Kafka 4 describes it (state, "
-        "members with their assignments in the classic layout) so that older admin tools "
-        "still see it; Tidelog answers GROUP_ID_NOT_FOUND",
-        ("consumer_group.describe-groups-classic-api", "groups/g-848/error_code", "NONE(0)",
-         "GROUP_ID_NOT_FOUND(69)"),
     ),
     # ------------------------------------------------------------------ configs
     *_cause(
@@ -497,14 +438,6 @@ _ENTRIES: list[Known] = [
     ),
     # ------------------------------------------------------------------ InitProducerId
     *_cause(
-        FIX,
-        "InitProducerId with an empty transactional id is INVALID_REQUEST(42) in Kafka "
-        "(TransactionCoordinator.handleInitProducerId); Tidelog treats it like any "
-        "transactional id",
-        ("init_producer_id.v4-empty-transactional-id", "error_code", "INVALID_REQUEST(42)",
-         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)"),
-    ),
-    *_cause(
         LEGIT,
         "Transactions are not served (docs/decisions.md): InitProducerId with a "
         "transactional id fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED so a "
@@ -517,14 +450,6 @@ _ENTRIES: list[Known] = [
          "INVALID_TRANSACTION_TIMEOUT(50)", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)"),
     ),
     # ------------------------------------------------------------------ DescribeCluster
-    *_cause(
-        FIX,
-        "DescribeCluster v1 with an endpoint_type that does not exist: Kafka answers "
-        "UNSUPPORTED_ENDPOINT_TYPE(115) (MISMATCHED_ENDPOINT_TYPE(114) is for asking a "
-        "broker for controllers, which both answer alike)",
-        ("describe_cluster.v1-bad-endpoint-type", "error_code",
-         "UNSUPPORTED_ENDPOINT_TYPE(115)", "MISMATCHED_ENDPOINT_TYPE(114)"),
-    ),
     # ------------------------------------------------------------------ internal topics
     *_cause(
         LEGIT,

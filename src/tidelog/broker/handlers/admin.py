@@ -42,7 +42,7 @@ from tidelog.protocol.api_keys import ApiKey
 MAX_PARTITIONS_PER_TOPIC = 4096
 HIGH_WATERMARK = -1  # DeleteRecords: "up to the high watermark"
 _ZERO_UUID = uuid.UUID(int=0)
-_ENDPOINT_BROKERS = 1
+_ENDPOINT_BROKERS, _ENDPOINT_CONTROLLERS = 1, 2
 
 
 def _check_single_replica(deps: AdminDeps, partition: int, broker_ids: Iterable[int]) -> None:
@@ -309,12 +309,18 @@ async def handle_describe_cluster(deps: AdminDeps, context: RequestContext, requ
     module = responses.response_module(ApiKey.DESCRIBE_CLUSTER, version)
     cls = responses.response_class(ApiKey.DESCRIBE_CLUSTER, version)
     config = deps.config
-    if getattr(request, "endpoint_type", _ENDPOINT_BROKERS) != _ENDPOINT_BROKERS:
+    endpoint_type = getattr(request, "endpoint_type", _ENDPOINT_BROKERS)
+    if endpoint_type != _ENDPOINT_BROKERS:
+        # Kafka: a controller request to a broker is MISMATCHED, a type that does not exist
+        # UNSUPPORTED (KafkaApis.handleDescribeCluster).
+        mismatched = endpoint_type == _ENDPOINT_CONTROLLERS
         return responses.build(
             cls,
             throttle_time=0,
-            error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
-            error_message="this node is a broker; ask for broker endpoints",
+            error_code=(ErrorCode.MISMATCHED_ENDPOINT_TYPE if mismatched
+                        else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+            error_message=("this node is a broker; ask for broker endpoints" if mismatched
+                           else f"unknown endpoint type {endpoint_type}"),
             cluster_id=deps.identity.cluster_id,
         )
     node = responses.build(

@@ -118,12 +118,24 @@ def _delete_one(
 async def handle_offset_delete(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     module = classes(ApiKey.OFFSET_DELETE, version)
-    partitions = tuple((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    # Kafka's handler answers topics the broker does not know itself (UNKNOWN_TOPIC_OR_PARTITION)
+    # and asks the coordinator about the others.
+    known = [t for t in request.topics if deps.topics.get(t.name) is not None]
+    unknown = [
+        (t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        for t in request.topics
+        if deps.topics.get(t.name) is None
+        for p in t.partitions
+    ]
+    partitions = tuple((t.name, p.partition_index) for t in known for p in t.partitions)
     answer = await deps.groups().run(
         request.group_id, lambda shard, _: shard.offset_delete(request.group_id, partitions)
     )
+    outcomes = list(answer.partitions)
+    if answer.error == ErrorCode.NONE:
+        outcomes += unknown
     by_topic: dict[str, list[Any]] = {}
-    for topic, partition, error in answer.partitions:
+    for topic, partition, error in outcomes:
         by_topic.setdefault(topic, []).append(
             responses.build(
                 module.OffsetDeleteResponsePartition, partition_index=partition, error_code=error
