@@ -113,20 +113,6 @@ _ENTRIES: list[Known] = [
         "own (listed separately when they differ)",
         (ANY, "*error_message", "<message>", "None"),
     ),
-    *_cause(
-        FIX,
-        "Without an authorizer Kafka answers include_*_authorized_operations with the "
-        "all-allowed bit sets (topic 3576, cluster 8096, group 3400); Tidelog sends "
-        "INT32_MIN (\"not provided\"), which AdminClient reports as null. Answer the "
-        "all-allowed sets when asked (Kafka: AuthHelper.authorizedOperations)",
-        ("metadata.v8-authorized-operations", "topics/m1/topic_authorized_operations", "3576",
-         "-2147483648"),
-        ("metadata.v8-authorized-operations", "cluster_authorized_operations", "8096",
-         "-2147483648"),
-        ("describe_cluster.v1-brokers", "cluster_authorized_operations", "8096", "-2147483648"),
-        ("groups_admin.describe-v5-simple-group", "groups/g-listed/authorized_operations",
-         "3400", "-2147483648"),
-    ),
     # ------------------------------------------------------------------ ApiVersions
     *_cause(
         LEGIT,
@@ -145,23 +131,6 @@ _ENTRIES: list[Known] = [
     ),
     # ------------------------------------------------------------------ Metadata
     *_cause(
-        FIX,
-        "A topic name that is not a legal name is INVALID_TOPIC_EXCEPTION(17) in Kafka "
-        "whether or not auto-creation is allowed (KafkaApis' metadata handler checks "
-        "Topic.isValid before looking the topic up); Tidelog says UNKNOWN_TOPIC_OR_PARTITION "
-        "without auto-creation",
-        ("metadata.v12-invalid-name-no-auto", "topics/bad name!/error_code",
-         "INVALID_TOPIC_EXCEPTION(17)", "UNKNOWN_TOPIC_OR_PARTITION(3)"),
-    ),
-    *_cause(
-        FIX,
-        "Metadata v10+ asking by an unknown topic id: Kafka answers one topic entry with "
-        "UNKNOWN_TOPIC_ID(100) and a null name; Tidelog leaves the topic out",
-        ("metadata.v12-unknown-topic-id", "topics/<length>", "1", "0"),
-        ("metadata.v12-unknown-topic-id", "topics/0", "{'error_code': 'UNKNOWN_TOPIC_ID(100)'*",
-         "<absent>"),
-    ),
-    *_cause(
         LEGIT,
         "Auto-creation: Kafka 4 forwards the creation to its controller and answers this "
         "Metadata before the topic exists (UNKNOWN_TOPIC_OR_PARTITION, no partitions; the "
@@ -177,14 +146,6 @@ _ENTRIES: list[Known] = [
         ("metadata.v0-absent-auto-creates", "topics/auto0/partitions/0", "<absent>", ANY),
     ),
     # ------------------------------------------------------------------ CreateTopics & co
-    *_cause(
-        FIX,
-        "CreateTopics v5+: Kafka always sends `configs` as an array (empty for a topic that "
-        "failed); Tidelog sends null. The field is nullable so clients cope; fix for "
-        "fidelity",
-        ("create_topics.*", "topics/*/configs", "[]", "None"),
-        ("internal_topics.create-topics-v7", "topics/__consumer_offsets/configs", "[]", "None"),
-    ),
     *_cause(
         LEGIT,
         "`durability` (log.durability: pagecache or sync) is Tidelog's own topic config",
@@ -209,8 +170,6 @@ _ENTRIES: list[Known] = [
          "INVALID_CONFIG(40)"),
         ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/num_partitions", "1", "-1"),
         ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/replication_factor", "1", "-1"),
-        ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/configs", "[{'name': *",
-         "None"),
         ("configs.describe-v4-topic-keys", "results/cfg/configs/min.insync.replicas",
          "{'name': 'min.insync.replicas'*", "<absent>"),
         ("configs.describe-v1-topic-keys", "results/cfg/configs/min.insync.replicas",
@@ -221,17 +180,6 @@ _ENTRIES: list[Known] = [
         "validate_only: Kafka returns the topic id it would have used, an id nothing can "
         "ever refer to; Tidelog returns null",
         ("create_topics.v7-validate-only", "topics/c-validate/topic_id", "<uuid>", "None"),
-    ),
-    *_cause(
-        FIX,
-        "A topic named twice in one request: Kafka answers INVALID_REQUEST once per distinct "
-        "name (its results are keyed by name); Tidelog answers once per request entry",
-        ("create_topics.v7-duplicate-in-request", "topics/<length>", "1", "2"),
-        ("create_topics.v7-duplicate-in-request", "topics/1", "<absent>", "{'name': 'c-dup'*"),
-        ("create_partitions.v3-duplicate-topic", "results/<length>", "1", "2"),
-        ("create_partitions.v3-duplicate-topic", "results/1", "<absent>", "{'name': 'cp'*"),
-        ("delete_topics.v6-duplicate-name", "responses/<length>", "1", "2"),
-        ("delete_topics.v6-duplicate-name", "responses/1", "<absent>", "{'name': 'del3'*"),
     ),
     # ------------------------------------------------------------------ Produce
     *_cause(
@@ -383,29 +331,6 @@ _ENTRIES: list[Known] = [
          "True"),
     ),
     *_cause(
-        FIX,
-        "default.replication.factor is an INT(3) config in Kafka (ServerLogConfigs); Tidelog "
-        "types it SHORT(4)",
-        ("configs.describe-v4-broker-keys",
-         "results/<self>/configs/default.replication.factor/config_type", "3", "4"),
-    ),
-    *_cause(
-        FIX,
-        "The broker resource with an empty name is the cluster-wide dynamic default in "
-        "Kafka: with none set it lists nothing; Tidelog lists its static value",
-        ("configs.describe-v4-broker-default-resource", "results//configs/<length>", "0", "1"),
-        ("configs.describe-v4-broker-default-resource", "results//configs/0", "<absent>",
-         "{'name': 'num.partitions'*"),
-    ),
-    *_cause(
-        FIX,
-        "DescribeConfigs of a topic with an illegal name (\"\"): Kafka answers "
-        "INVALID_TOPIC_EXCEPTION(17) (Topic.validate in ConfigHelper); Tidelog "
-        "UNKNOWN_TOPIC_OR_PARTITION",
-        ("configs.describe-v4-empty-topic-name", "results//error_code",
-         "INVALID_TOPIC_EXCEPTION(17)", "UNKNOWN_TOPIC_OR_PARTITION(3)"),
-    ),
-    *_cause(
         LEGIT,
         "Config documentation is Tidelog's own wording",
         ("configs.describe-v3-documentation", "results/cfg/configs/retention.ms/documentation",
@@ -427,14 +352,6 @@ _ENTRIES: list[Known] = [
         ("configs.alter-configs-v1-not-served", "responses", "[{'error_code': 'NONE(0)'*",
          "<absent>"),
         ("configs.alter-configs-v1-not-served", "<connection>", "<absent>", "closed by broker"),
-    ),
-    *_cause(
-        FIX,
-        "Altering a broker config that cannot change at run time: Kafka answers "
-        "INVALID_REQUEST(42) (\"Cannot update these configs dynamically\", "
-        "DynamicBrokerConfig); Tidelog INVALID_CONFIG",
-        ("configs.alter-v1-broker-read-only-key", "responses/<self>/error_code",
-         "INVALID_REQUEST(42)", "INVALID_CONFIG(40)"),
     ),
     # ------------------------------------------------------------------ InitProducerId
     *_cause(

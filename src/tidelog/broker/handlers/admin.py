@@ -30,7 +30,12 @@ from tidelog.broker.handlers.admin_common import (
     log,
     require_topic,
 )
-from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.context import (
+    ALL_CLUSTER_OPERATIONS,
+    HandlerTable,
+    RequestContext,
+    authorized_operations,
+)
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.metadata import validate_topic_name
 from tidelog.broker.topic_configs import describe_topic_configs, validate_overrides
@@ -166,6 +171,8 @@ async def handle_create_topics(deps: AdminDeps, context: RequestContext, request
     ):
         outcome.setdefault("num_partitions", -1)
         outcome.setdefault("replication_factor", -1)
+        if hasattr(module, "CreatableTopicConfigs"):
+            outcome.setdefault("configs", ())  # v5+: Kafka's empty list for a failed topic
         results.append(responses.build(module.CreatableTopicResult, name=topic.name, **outcome))
     cls = responses.response_class(ApiKey.CREATE_TOPICS, version)
     return responses.build(cls, throttle_time=0, topics=tuple(results))
@@ -339,7 +346,9 @@ async def handle_describe_cluster(deps: AdminDeps, context: RequestContext, requ
         cluster_id=deps.identity.cluster_id,
         controller_id=config.node_id,
         brokers=(node,),
-        cluster_authorized_operations=-(2**31),
+        cluster_authorized_operations=authorized_operations(
+            request.include_cluster_authorized_operations, ALL_CLUSTER_OPERATIONS
+        ),
     )
 
 

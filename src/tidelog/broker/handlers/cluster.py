@@ -35,7 +35,13 @@ from tidelog.broker.handlers.cluster_common import (
     check_replication_config,
     joined,
 )
-from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.context import (
+    ALL_CLUSTER_OPERATIONS,
+    ALL_TOPIC_OPERATIONS,
+    HandlerTable,
+    RequestContext,
+    authorized_operations,
+)
 from tidelog.broker.replication import REPLICATION_TOPIC_CONFIGS, Replication
 from tidelog.broker.topic_configs import validate_overrides
 from tidelog.cluster.zk_layout import NO_LEADER
@@ -47,7 +53,6 @@ from tidelog.types import TopicPartition
 log = logging.getLogger("tidelog.broker.cluster_handlers")
 DELETION_POLL_S = 0.05
 _ZERO_UUID = uuid.UUID(int=0)
-_NO_OPERATIONS = -2147483648
 
 
 def _partition_entry(module: Any, replication: Replication, tp: TopicPartition,
@@ -106,7 +111,10 @@ async def handle_metadata(deps: ClusterDeps, context: RequestContext, request: A
                 _partition_entry(module, replication, TopicPartition(name, p), replicas)
                 for p, replicas in sorted(assignment.partitions.items())
             ),
-            topic_authorized_operations=_NO_OPERATIONS,
+            topic_authorized_operations=authorized_operations(
+                getattr(request, "include_topic_authorized_operations", False),
+                ALL_TOPIC_OPERATIONS,
+            ),
         ))
     brokers = tuple(
         responses.build(module.MetadataResponseBroker, node_id=b, host=host, port=port, rack=None)
@@ -119,7 +127,10 @@ async def handle_metadata(deps: ClusterDeps, context: RequestContext, request: A
         cluster_id=deps.identity.cluster_id,
         controller_id=view.controller_id,
         topics=tuple(entries),
-        cluster_authorized_operations=_NO_OPERATIONS,
+        cluster_authorized_operations=authorized_operations(
+            getattr(request, "include_cluster_authorized_operations", False),
+            ALL_CLUSTER_OPERATIONS,
+        ),
         error_code=ErrorCode.NONE,
     )
 

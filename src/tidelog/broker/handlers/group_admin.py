@@ -10,9 +10,13 @@ from functools import partial
 from typing import Any
 
 from tidelog.broker.group_service import GroupService
-from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.context import (
+    ALL_GROUP_OPERATIONS,
+    HandlerTable,
+    RequestContext,
+    authorized_operations,
+)
 from tidelog.broker.handlers.groups_common import (
-    NO_AUTHORIZED_OPERATIONS,
     GroupDeps,
     classes,
     response,
@@ -62,6 +66,7 @@ async def handle_describe_groups(deps: GroupDeps, context: RequestContext, reque
     version = context.header.api_version
     module = classes(ApiKey.DESCRIBE_GROUPS, version)
     groups_service = deps.groups()
+    wants_operations = getattr(request, "include_authorized_operations", False)
     described = []
     for group_id in request.groups:
         group = _describe(groups_service, group_id, GroupCoordinatorShard.describe_group)
@@ -86,7 +91,9 @@ async def handle_describe_groups(deps: GroupDeps, context: RequestContext, reque
                 protocol_type=group.protocol_type,
                 protocol_data=group.protocol_data,
                 members=members,
-                authorized_operations=NO_AUTHORIZED_OPERATIONS,
+                authorized_operations=authorized_operations(
+                    wants_operations and group.error == ErrorCode.NONE, ALL_GROUP_OPERATIONS
+                ),
             )
         )
     return response(ApiKey.DESCRIBE_GROUPS, version, groups=tuple(described))
@@ -155,11 +162,13 @@ async def handle_consumer_group_describe(
     module = classes(ApiKey.CONSUMER_GROUP_DESCRIBE, version)
     groups_service = deps.groups()
     names = {topic_id: name for name, (topic_id, _) in groups_service.topics_image().items()}
+    wants_operations = request.include_authorized_operations
     described = [
         _described_consumer_group(
             module,
             _describe(groups_service, g, GroupCoordinatorShard.describe_consumer_group),
             names,
+            wants_operations,
         )
         for g in request.group_ids
     ]
@@ -167,7 +176,7 @@ async def handle_consumer_group_describe(
 
 
 def _described_consumer_group(
-    module: Any, group: DescribedGroup, names: dict[uuid.UUID, str]
+    module: Any, group: DescribedGroup, names: dict[uuid.UUID, str], wants_operations: bool
 ) -> Any:
     def assignment(items: tuple[TopicPartitions, ...]) -> Any:
         return responses.build(
@@ -209,7 +218,9 @@ def _described_consumer_group(
         assignment_epoch=group.assignment_epoch,
         assignor_name=group.assignor_name,
         members=members,
-        authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        authorized_operations=authorized_operations(
+            wants_operations and group.error == ErrorCode.NONE, ALL_GROUP_OPERATIONS
+        ),
     )
 
 
