@@ -137,12 +137,12 @@ async def handle_produce(
     partition_cls = module.PartitionProduceResponse
     now_ms = clock.now_ms()
     request_error: ErrorCode | None = None
-    if request.acks not in (0, 1, -1):
-        request_error = ErrorCode.INVALID_REQUIRED_ACKS
-    elif request.transactional_id is not None or _has_transactional_records(request):
+    if request.transactional_id is not None or _has_transactional_records(request):
         # Tidelog serves no transactions (docs/decisions.md); Kafka answers a transactional
-        # batch without a transactional id the same way.
+        # batch without a transactional id the same way, before it looks at acks.
         request_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif request.acks not in (0, 1, -1):
+        request_error = ErrorCode.INVALID_REQUIRED_ACKS
 
     durable_waits: list[tuple[PartitionLog, int, dict[str, Any]]] = []
     replication = deps.replication
