@@ -85,7 +85,8 @@ def test_create_internal_topic_is_refused(client: KafkaAdminClient) -> None:
 def test_duplicate_names_in_one_request(client: KafkaAdminClient) -> None:
     name = unique("kp-dup")
     result = client.create_topics([NewTopic(name, 1, 1), NewTopic(name, 1, 1)], raise_errors=False)
-    assert [entry["error_code"] for entry in result["topics"]] == [ErrorCode.INVALID_REQUEST] * 2
+    # One answer per distinct name, as Kafka keys its results.
+    assert [entry["error_code"] for entry in result["topics"]] == [ErrorCode.INVALID_REQUEST]
     assert name not in client.list_topics()
 
 

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from tidelog.errors import ErrorCode
-from tidelog.records.batch import iter_batches
+from tidelog.records.batch import (
+    CRC_POSITION,
+    LAST_OFFSET_DELTA_POSITION,
+    MAGIC_POSITION,
+    RecordBatch,
+    iter_batches,
+)
 from tidelog.records.builder import NewRecord, build_batch
 from tidelog.records.record import iter_records
 
@@ -21,6 +27,7 @@ if TYPE_CHECKING:
     from conftest import BrokerFactory, BrokerProcess
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
 
 
 def create(client: RawClient, topic: str) -> None:
@@ -114,9 +121,62 @@ def test_corrupt_batch_is_rejected_and_nothing_is_written(broker: BrokerProcess)
         # v3+ allows exactly one batch per partition, as Kafka's validateRecords does.
         two = produce(client, "raw-corrupt", [good, good])
         assert two.error_code == KioErrorCode.invalid_record
+        # Cut short, the record set holds no whole batch: INVALID_RECORD, as Kafka answers.
         truncated = produce(client, "raw-corrupt", [good[:-3]])
-        assert truncated.error_code == KioErrorCode.corrupt_message
+        assert truncated.error_code == KioErrorCode.invalid_record
         assert fetch(client, "raw-corrupt", 0).high_watermark == 0
+
+
+def _rewritten(data: bytes, position: int, fmt: str, value: int) -> bytes:
+    """A batch with one header field rewritten and its CRC redone (well formed, but lying)."""
+    buffer = bytearray(data)
+    struct.pack_into(fmt, buffer, position, value)
+    struct.pack_into(">I", buffer, CRC_POSITION, RecordBatch(buffer).compute_crc())
+    return bytes(buffer)
+
+
+def test_client_batches_are_refused_where_kafka_refuses_them(broker: BrokerProcess) -> None:
+    """Kafka's checks of a client's record set (ProduceRequest.validateRecords,
+    LogValidator.validateBatch with AppendOrigin.CLIENT, KafkaApis' transactional-id check,
+    ReplicaManager's internal-topic guard): nothing is appended, and errors raised by the
+    log's checks carry the partition's log start offset."""
+    with RawClient(broker.bootstrap) as client:
+        create(client, "raw-client-rules")
+        assert produce(client, "raw-client-rules", [batch([b"a"])]).base_offset == 0
+        two = batch([b"b", b"c"])
+        cases = {
+            "delta": (_rewritten(two, LAST_OFFSET_DELTA_POSITION, ">i", 5),
+                      KioErrorCode.invalid_record, 0),
+            "base offset": (batch([b"b"], base_offset=500), KioErrorCode.invalid_record, 0),
+            "control": (batch([b"b"], control=True), KioErrorCode.invalid_record, 0),
+            "magic 1": (_rewritten(two, MAGIC_POSITION, ">b", 1),
+                        KioErrorCode.invalid_record, -1),
+            "empty": (b"", KioErrorCode.invalid_record, -1),
+            "transactional": (
+                batch([b"b"], transactional=True, producer_id=4000, producer_epoch=0,
+                      base_sequence=0),
+                KioErrorCode.transactional_id_authorization_failed, -1,
+            ),
+        }
+        for name, (data, code, log_start) in cases.items():
+            answer = produce(client, "raw-client-rules", [data])
+            assert (answer.error_code, answer.base_offset) == (code, -1), name
+            assert answer.log_start_offset == log_start, name
+        assert fetch(client, "raw-client-rules", 0).high_watermark == 1
+        # Only the group coordinator writes __consumer_offsets; clients may not truncate it.
+        create(client, "__consumer_offsets")
+        internal = produce(client, "__consumer_offsets", [batch([b"forged"])])
+        assert internal.error_code == KioErrorCode.invalid_topic_exception
+        module = request_module(DELETE_RECORDS, 2)
+        deleted = client.call(DELETE_RECORDS, 2, module.DeleteRecordsRequest(
+            topics=(module.DeleteRecordsTopic(name="__consumer_offsets", partitions=(
+                module.DeleteRecordsPartition(partition_index=0, offset=-1),)),),
+            timeout=timedelta(seconds=5),
+        ))
+        result = deleted.topics[0].partitions[0]
+        assert (result.error_code, result.low_watermark) == (
+            KioErrorCode.invalid_topic_exception, -1
+        )
 
 
 def test_unknown_topic_and_too_large(broker: BrokerProcess) -> None:
@@ -157,8 +217,9 @@ def test_unsupported_api_versions_version_gets_the_v0_fallback(broker: BrokerPro
         answer = client.read_frame()
         correlation_id, error_code, count = struct.unpack_from(">ihi", answer, 0)
         assert (correlation_id, error_code) == (42, ErrorCode.UNSUPPORTED_VERSION)
-        keys = {struct.unpack_from(">h", answer, 10 + 6 * i)[0] for i in range(count)}
-        assert {0, 1, 2, 3, 18, 22} <= keys
+        # Kafka's answer (KIP-511): ApiVersions' own range only, enough to retry.
+        entries = [struct.unpack_from(">hhh", answer, 10 + 6 * i) for i in range(count)]
+        assert entries == [(API_VERSIONS, 0, 4)]
 
 
 def test_fetch_out_of_range_and_at_least_one_batch(broker: BrokerProcess) -> None:
@@ -168,7 +229,7 @@ def test_fetch_out_of_range_and_at_least_one_batch(broker: BrokerProcess) -> Non
         produce(client, "raw-fetch", [batch([b"y" * 5000])])
         beyond = fetch(client, "raw-fetch", 10)
         assert beyond.error_code == KioErrorCode.offset_out_of_range
-        assert beyond.log_start_offset == 0
+        assert beyond.log_start_offset == -1  # Kafka sends no offsets beside a fetch error
         small = fetch(client, "raw-fetch", 0, partition_max_bytes=100, max_bytes=100)
         assert [b.base_offset for b in iter_batches(small.records)] == [0]
         at_end = fetch(client, "raw-fetch", 2)
@@ -347,3 +408,73 @@ def test_partition_named_twice_is_produced_once_with_its_last_record_set(
         data = fetch(client, "raw-twice", 0)
         values = [record.value for b in iter_batches(data.records) for record in iter_records(b)]
         assert values == [b"last"]
+
+
+def test_leader_epochs_on_a_single_node(broker: BrokerProcess) -> None:
+    """A lone broker leads at epoch 0 (KIP-320, as Kafka's Partition does): a newer
+    current_leader_epoch is UNKNOWN_LEADER_EPOCH in Fetch and ListOffsets, and
+    OffsetForLeaderEpoch (served standalone, not only in a cluster) answers from the epoch
+    cache: epoch 0 ends at the log end, a later one is undefined."""
+    with RawClient(broker.bootstrap) as client:
+        create(client, "raw-epochs")
+        produce(client, "raw-epochs", [batch([b"a", b"b", b"c"])])
+        fetch_module = request_module(FETCH, 11)
+
+        def fetch_at_epoch(epoch: int) -> Any:
+            body = fetch_module.FetchRequest(
+                replica_id=-1, max_wait=timedelta(0), min_bytes=0, max_bytes=1 << 20,
+                isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
+                topics=(fetch_module.FetchTopic(topic="raw-epochs", partitions=(
+                    fetch_module.FetchPartition(
+                        partition=0, current_leader_epoch=epoch, fetch_offset=0,
+                        log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                forgotten_topics_data=(),
+            )
+            return client.call(FETCH, 11, body).responses[0].partitions[0]
+
+        assert fetch_at_epoch(0).high_watermark == 3
+        assert fetch_at_epoch(-1).high_watermark == 3
+        future = fetch_at_epoch(7)
+        assert (future.error_code, future.high_watermark, future.log_start_offset) == (
+            KioErrorCode.unknown_leader_epoch, -1, -1
+        )
+        assert future.aborted_transactions is None  # READ_UNCOMMITTED, as Kafka answers
+
+        lo_module = request_module(LIST_OFFSETS, 7)
+        listed = client.call(LIST_OFFSETS, 7, lo_module.ListOffsetsRequest(
+            replica_id=-1, isolation_level=0, topics=(lo_module.ListOffsetsTopic(
+                name="raw-epochs", partitions=(lo_module.ListOffsetsPartition(
+                    partition_index=0, current_leader_epoch=7, timestamp=-1),)),),
+        )).topics[0].partitions[0]
+        assert (listed.error_code, listed.offset, listed.leader_epoch) == (
+            KioErrorCode.unknown_leader_epoch, -1, -1
+        )
+
+        ole_module = request_module(OFFSET_FOR_LEADER_EPOCH, 4)
+
+        def end_of(epoch: int, current: int = -1, partition: int = 0) -> tuple[Any, int, int]:
+            body = ole_module.OffsetForLeaderEpochRequest(
+                replica_id=-1, topics=(ole_module.OffsetForLeaderTopic(
+                    topic="raw-epochs", partitions=(ole_module.OffsetForLeaderPartition(
+                        partition=partition, current_leader_epoch=current,
+                        leader_epoch=epoch),)),),
+            )
+            answer = client.call(OFFSET_FOR_LEADER_EPOCH, 4, body).topics[0].partitions[0]
+            return answer.error_code, answer.leader_epoch, answer.end_offset
+
+        assert end_of(0) == (KioErrorCode.none, 0, 3)
+        assert end_of(5) == (KioErrorCode.none, -1, -1)
+        assert end_of(0, current=7) == (KioErrorCode.unknown_leader_epoch, -1, -1)
+        assert end_of(0, partition=4) == (KioErrorCode.unknown_topic_or_partition, -1, -1)
+
+
+def test_api_versions_refuses_an_invalid_client_software_name(broker: BrokerProcess) -> None:
+    module = request_module(API_VERSIONS, 3)
+    with RawClient(broker.bootstrap) as client:
+        answer = client.call(API_VERSIONS, 3, module.ApiVersionsRequest(
+            client_software_name="bad name!", client_software_version="1"))
+        assert (answer.error_code, answer.api_keys) == (KioErrorCode.invalid_request, ())
+        good = client.call(API_VERSIONS, 3, module.ApiVersionsRequest(
+            client_software_name="librdkafka", client_software_version="2.3.0-RC1"))
+        assert good.error_code == KioErrorCode.none
+        assert OFFSET_FOR_LEADER_EPOCH in {key.api_key for key in good.api_keys}

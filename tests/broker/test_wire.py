@@ -125,7 +125,7 @@ def _kio_fetch_frame(version: int, header: RequestHeader, topics: list, payloads
                 error_code=KioErrorCode(partition.error_code),
                 high_watermark=partition.high_watermark,
                 last_stable_offset=partition.last_stable_offset,
-                aborted_transactions=(),
+                aborted_transactions=() if partition.aborted_transactions_listed else None,
                 records=payloads[(topic.name, partition.partition_index)],
             )
             if version >= 5:
@@ -160,7 +160,7 @@ def test_fetch_encoder_matches_kio(version: int, tmp_path: Path) -> None:
             uuid.uuid4(),
             [
                 FetchPartitionData(0, 0, 100, 100, 5, piece(2, 7)),
-                FetchPartitionData(1, 1, -1, -1, 0, []),
+                FetchPartitionData(1, 1, -1, -1, 0, [], aborted_transactions_listed=True),
             ],
         ),
         FetchTopicData("b", uuid.uuid4(), [FetchPartitionData(3, 0, 9, 9, 0, piece(0, 30))]),

@@ -258,3 +258,10 @@ def test_a_timer_firing_early_is_rearmed_not_lost() -> None:
     assert h.shard.describe_group("g").state == "Stable"
     h.run(h.shard.on_timer(key, h.topics, deadline))
     assert h.shard.describe_group("g").state == "Empty"
+
+
+def test_heartbeat_with_an_empty_group_id_is_invalid_group_id() -> None:
+    """Kafka validates the group id before looking for the member."""
+    h = Harness()
+    assert h.run(h.shard.heartbeat(HeartbeatRequest("", 1, "m"), 0)) is ErrorCode.INVALID_GROUP_ID
+    assert h.run(h.shard.heartbeat(HeartbeatRequest("g", 1, "m"), 0)) is ErrorCode.UNKNOWN_MEMBER_ID

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -352,3 +353,24 @@ def test_a_static_member_that_never_returns_is_fenced_at_session_expiry() -> Non
     h.advance(CONFIG.consumer_session_timeout_ms + 1)
     assert "a" not in group(h).members
     assert partitions(beat(h, 50_000, "b", 0)) == set(range(6))
+
+
+def test_v1_requires_a_client_chosen_member_id_and_classic_describe_sees_dead() -> None:
+    """KIP-1082: from ConsumerGroupHeartbeat v1 the client names itself; an empty member id is
+    INVALID_REQUEST and joins nobody. DescribeGroups (classic API) answers a KIP-848 group as
+    Kafka 4 does an unknown one: NONE, Dead, no members."""
+    h = Harness(CONFIG)
+    request = ConsumerGroupHeartbeatRequest(
+        "cg", "", 0, new_member_id="generated", rebalance_timeout_ms=60_000,
+        subscribed_topic_names=("t",), member_id_required=True,
+    )
+    refused = h.run(h.shard.consumer_group_heartbeat(request, h.topics, 0))
+    assert (refused.error, refused.error_message) == (
+        ErrorCode.INVALID_REQUEST, "MemberId can't be empty."
+    )
+    assert refused.member_id is None and "cg" not in h.shard.groups
+    v0 = replace(request, member_id_required=False)  # v0: the coordinator names the member
+    joined = h.run(h.shard.consumer_group_heartbeat(v0, h.topics, 0))
+    assert (joined.error, joined.member_id) == (ErrorCode.NONE, "generated")
+    described = h.shard.describe_group("cg")
+    assert (described.error, described.state, described.members) == (ErrorCode.NONE, "Dead", ())

@@ -111,3 +111,12 @@ def test_active_groups_refuse_deletion_and_protect_subscribed_offsets() -> None:
     assert h.shard.expire_offsets(3 + h.config.offsets_retention_ms) == []
     fetched = h.shard.offset_fetch(OffsetFetchRequest("g", None)).partitions
     assert [(p.topic, p.offset) for p in fetched] == [("t", 5)]
+
+
+def test_negative_offsets_are_stored_as_kafka_stores_them() -> None:
+    """Kafka keeps a negative commit (clients read it as no position); only oversized
+    metadata is refused."""
+    h = Harness()
+    assert admin_commit(h, 0, ("t", 0, -5)) == [ErrorCode.NONE]
+    fetched = h.shard.offset_fetch(OffsetFetchRequest("g", (("t", 0),))).partitions
+    assert [p.offset for p in fetched] == [-5]

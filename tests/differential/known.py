@@ -113,20 +113,6 @@ _ENTRIES: list[Known] = [
         "own (listed separately when they differ)",
         (ANY, "*error_message", "<message>", "None"),
     ),
-    *_cause(
-        FIX,
-        "Without an authorizer Kafka answers include_*_authorized_operations with the "
-        "all-allowed bit sets (topic 3576, cluster 8096, group 3400); Tidelog sends "
-        "INT32_MIN (\"not provided\"), which AdminClient reports as null. Answer the "
-        "all-allowed sets when asked (Kafka: AuthHelper.authorizedOperations)",
-        ("metadata.v8-authorized-operations", "topics/m1/topic_authorized_operations", "3576",
-         "-2147483648"),
-        ("metadata.v8-authorized-operations", "cluster_authorized_operations", "8096",
-         "-2147483648"),
-        ("describe_cluster.v1-brokers", "cluster_authorized_operations", "8096", "-2147483648"),
-        ("groups_admin.describe-v5-simple-group", "groups/g-listed/authorized_operations",
-         "3400", "-2147483648"),
-    ),
     # ------------------------------------------------------------------ ApiVersions
     *_cause(
         LEGIT,
@@ -143,42 +129,7 @@ _ENTRIES: list[Known] = [
         (_FEATURES, "supported_features*", ANY, ANY),
         (_FEATURES, "finalized_features*", ANY, ANY),
     ),
-    *_cause(
-        FIX,
-        "A client_software_name/version outside [a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])? "
-        "is INVALID_REQUEST(42) with an empty api_keys list in Kafka "
-        "(ApiVersionsRequest.isValid, checked in KafkaApis.handleApiVersionsRequest); "
-        "Tidelog answers NONE with its full list",
-        ("api_versions.v3-bad-software-name", "error_code", "INVALID_REQUEST(42)", "NONE(0)"),
-        ("api_versions.v3-bad-software-name", "api_keys/<length>", "0", "26"),
-        ("api_versions.v3-bad-software-name", "api_keys/*", "<absent>", "{'api_key': *"),
-    ),
-    *_cause(
-        FIX,
-        "ApiVersions of an unsupported version: Kafka answers UNSUPPORTED_VERSION listing "
-        "only ApiVersions' own range (ApiVersionsRequest.getErrorResponse, KIP-511), which "
-        "is all a client needs to retry; Tidelog lists every API (harmless, but larger and "
-        "not what Kafka sends)",
-        ("api_versions.v127-unsupported", "api_keys/*", ANY, "{'api_key': *"),
-    ),
     # ------------------------------------------------------------------ Metadata
-    *_cause(
-        FIX,
-        "A topic name that is not a legal name is INVALID_TOPIC_EXCEPTION(17) in Kafka "
-        "whether or not auto-creation is allowed (KafkaApis' metadata handler checks "
-        "Topic.isValid before looking the topic up); Tidelog says UNKNOWN_TOPIC_OR_PARTITION "
-        "without auto-creation",
-        ("metadata.v12-invalid-name-no-auto", "topics/bad name!/error_code",
-         "INVALID_TOPIC_EXCEPTION(17)", "UNKNOWN_TOPIC_OR_PARTITION(3)"),
-    ),
-    *_cause(
-        FIX,
-        "Metadata v10+ asking by an unknown topic id: Kafka answers one topic entry with "
-        "UNKNOWN_TOPIC_ID(100) and a null name; Tidelog leaves the topic out",
-        ("metadata.v12-unknown-topic-id", "topics/<length>", "1", "0"),
-        ("metadata.v12-unknown-topic-id", "topics/0", "{'error_code': 'UNKNOWN_TOPIC_ID(100)'*",
-         "<absent>"),
-    ),
     *_cause(
         LEGIT,
         "Auto-creation: Kafka 4 forwards the creation to its controller and answers this "
@@ -195,14 +146,6 @@ _ENTRIES: list[Known] = [
         ("metadata.v0-absent-auto-creates", "topics/auto0/partitions/0", "<absent>", ANY),
     ),
     # ------------------------------------------------------------------ CreateTopics & co
-    *_cause(
-        FIX,
-        "CreateTopics v5+: Kafka always sends `configs` as an array (empty for a topic that "
-        "failed); Tidelog sends null. The field is nullable so clients cope; fix for "
-        "fidelity",
-        ("create_topics.*", "topics/*/configs", "[]", "None"),
-        ("internal_topics.create-topics-v7", "topics/__consumer_offsets/configs", "[]", "None"),
-    ),
     *_cause(
         LEGIT,
         "`durability` (log.durability: pagecache or sync) is Tidelog's own topic config",
@@ -227,8 +170,6 @@ _ENTRIES: list[Known] = [
          "INVALID_CONFIG(40)"),
         ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/num_partitions", "1", "-1"),
         ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/replication_factor", "1", "-1"),
-        ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/configs", "[{'name': *",
-         "None"),
         ("configs.describe-v4-topic-keys", "results/cfg/configs/min.insync.replicas",
          "{'name': 'min.insync.replicas'*", "<absent>"),
         ("configs.describe-v1-topic-keys", "results/cfg/configs/min.insync.replicas",
@@ -240,96 +181,17 @@ _ENTRIES: list[Known] = [
         "ever refer to; Tidelog returns null",
         ("create_topics.v7-validate-only", "topics/c-validate/topic_id", "<uuid>", "None"),
     ),
-    *_cause(
-        FIX,
-        "A topic named twice in one request: Kafka answers INVALID_REQUEST once per distinct "
-        "name (its results are keyed by name); Tidelog answers once per request entry",
-        ("create_topics.v7-duplicate-in-request", "topics/<length>", "1", "2"),
-        ("create_topics.v7-duplicate-in-request", "topics/1", "<absent>", "{'name': 'c-dup'*"),
-        ("create_partitions.v3-duplicate-topic", "results/<length>", "1", "2"),
-        ("create_partitions.v3-duplicate-topic", "results/1", "<absent>", "{'name': 'cp'*"),
-        ("delete_topics.v6-duplicate-name", "responses/<length>", "1", "2"),
-        ("delete_topics.v6-duplicate-name", "responses/1", "<absent>", "{'name': 'del3'*"),
-    ),
     # ------------------------------------------------------------------ Produce
-    *_cause(
-        FIX,
-        "Record-batch validation: Kafka's LogValidator (validateBatch/validateRecord, "
-        "AppendOrigin.CLIENT) rejects with INVALID_RECORD(87) a batch of magic < 2, a client "
-        "batch whose base offset is not 0, a lastOffsetDelta that disagrees with the record "
-        "count, a batch cut short and an empty records field; Tidelog answers "
-        "CORRUPT_MESSAGE(2) (kept by Kafka for CRC and size errors) or, worse, appends the "
-        "batch: with lastOffsetDelta 5 and 2 records the log end moves by 6",
-        ("produce.v9-magic-1", "responses/pe-magic-1/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "CORRUPT_MESSAGE(2)"),
-        ("produce.v9-truncated-batch",
-         "responses/pe-truncated-batch/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "CORRUPT_MESSAGE(2)"),
-        ("produce.v9-empty-records", "responses/pe-empty-records/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "CORRUPT_MESSAGE(2)"),
-        ("produce.v9-nonzero-base-offset",
-         "responses/pe-nonzero-base-offset/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "NONE(0)"),
-        ("produce.v9-nonzero-base-offset",
-         "responses/pe-nonzero-base-offset/partition_responses/0/base_offset", "-1", "0"),
-        ("produce.v9-nonzero-base-offset-then-latest",
-         "topics/pe-nonzero-base-offset/partitions/0/offset", "0", "1"),
-        ("produce.v9-last-offset-delta-wrong",
-         "responses/pe-last-offset-delta-wrong/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "NONE(0)"),
-        ("produce.v9-last-offset-delta-wrong",
-         "responses/pe-last-offset-delta-wrong/partition_responses/0/base_offset", "-1", "0"),
-        ("produce.v9-last-offset-delta-wrong-then-latest",
-         "topics/pe-last-offset-delta-wrong/partitions/0/offset", "0", "6"),
-    ),
-    *_cause(
-        FIX,
-        "A control batch (attribute bit 5) from a client: Kafka rejects it with "
-        "INVALID_RECORD(87) (LogValidator: only the transaction coordinator writes control "
-        "records); Tidelog appends it, so any client can forge commit/abort markers",
-        ("produce.v9-control-batch-from-client",
-         "responses/pe-control-batch-from-client/partition_responses/0/error_code",
-         "INVALID_RECORD(87)", "NONE(0)"),
-        ("produce.v9-control-batch-from-client",
-         "responses/pe-control-batch-from-client/partition_responses/0/base_offset", "-1", "0"),
-        ("produce.v9-control-batch-from-client-then-latest",
-         "topics/pe-control-batch-from-client/partitions/0/offset", "0", "1"),
-    ),
-    *_cause(
-        FIX,
-        "A transactional batch in a Produce without transactional_id: Kafka refuses the "
-        "whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53) "
-        "(KafkaApis.handleProduceRequest, hasTransactionalRecords); Tidelog, which serves no "
-        "transactions, appends it and leaves an open transaction in the log",
-        ("produce.v9-transactional-without-txn",
-         "responses/pe-transactional-without-txn/partition_responses/0/error_code",
-         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)", "NONE(0)"),
-        ("produce.v9-transactional-without-txn",
-         "responses/pe-transactional-without-txn/partition_responses/0/base_offset", "-1", "0"),
-        ("produce.v9-transactional-without-txn",
-         "responses/pe-transactional-without-txn/partition_responses/0/log_start_offset",
-         "-1", "0"),
-        ("produce.v9-transactional-without-txn-then-latest",
-         "topics/pe-transactional-without-txn/partitions/0/offset", "0", "1"),
-    ),
-    *_cause(
-        FIX,
-        "Produce errors raised after the partition was found (record validation, producer "
-        "sequence/epoch checks): Kafka fills log_start_offset with the partition's log start "
-        "(0 here); Tidelog sends -1",
-        ("produce.v9-count-wrong", "responses/pe-count-wrong/partition_responses/0/"
-         "log_start_offset", "0", "-1"),
-        ("produce.v9-bad-codec-7", "responses/pe-bad-codec-7/partition_responses/0/"
-         "log_start_offset", "0", "-1"),
-        ("idempotence.v9-*", "responses/idem/partition_responses/0/log_start_offset", "0", "-1"),
-    ),
     *_cause(
         LEGIT,
         "Compression codec 7 does not exist: Kafka fails with an unhandled "
-        "IllegalArgumentException (UNKNOWN_SERVER_ERROR); Tidelog's CORRUPT_MESSAGE says what "
-        "is wrong",
+        "IllegalArgumentException (UNKNOWN_SERVER_ERROR, with the partition's log start "
+        "offset as for any failed append); Tidelog's CORRUPT_MESSAGE says what is wrong, and "
+        "goes with log_start_offset -1 as Kafka's CORRUPT_MESSAGE does",
         ("produce.v9-bad-codec-7", "responses/pe-bad-codec-7/partition_responses/0/error_code",
          "UNKNOWN_SERVER_ERROR(-1)", "CORRUPT_MESSAGE(2)"),
+        ("produce.v9-bad-codec-7", "responses/pe-bad-codec-7/partition_responses/0/"
+         "log_start_offset", "0", "-1"),
     ),
     *_cause(
         LEGIT,
@@ -351,23 +213,6 @@ _ENTRIES: list[Known] = [
     ),
     # ------------------------------------------------------------------ Fetch
     *_cause(
-        FIX,
-        "Fetch at READ_UNCOMMITTED: Kafka leaves aborted_transactions null (it fills it only "
-        "for READ_COMMITTED fetches); Tidelog sends an empty array. Both parse and clients "
-        "treat them alike; fix for fidelity",
-        (ANY, "*/aborted_transactions", "None", "[]"),
-    ),
-    *_cause(
-        FIX,
-        "A partition-level Fetch error (OFFSET_OUT_OF_RANGE, ...): Kafka sends "
-        "log_start_offset -1 with it (FetchResponse.partitionResponse(error) uses "
-        "INVALID_LOG_START_OFFSET); Tidelog sends the real log start",
-        ("fetch.v11-beyond-end", "responses/f/partitions/0/log_start_offset", "-1", "0"),
-        ("fetch.v11-far-beyond-end", "responses/f/partitions/0/log_start_offset", "-1", "0"),
-        ("fetch.v11-negative-offset", "responses/f/partitions/0/log_start_offset", "-1", "0"),
-        ("fetch.v11-below-log-start", "responses/f/partitions/0/log_start_offset", "-1", "3"),
-    ),
-    *_cause(
         LEGIT,
         "partition_max_bytes smaller than the data: Kafka fills the limit and cuts the last "
         "batch (a partial batch clients drop, KIP-74); Tidelog stops at the last whole batch",
@@ -375,25 +220,6 @@ _ENTRIES: list[Known] = [
          "2", "1"),
         ("fetch.v11-partition-max-bytes-100", "responses/f/partitions/0/records/1",
          "{'partial_batch_bytes': 4}", "<absent>"),
-    ),
-    *_cause(
-        FIX,
-        "current_leader_epoch (KIP-320) is not checked: a client epoch above the leader's is "
-        "UNKNOWN_LEADER_EPOCH(75) in Kafka (below it FENCED_LEADER_EPOCH(74); "
-        "Partition.checkCurrentLeaderEpoch) for Fetch and ListOffsets; Tidelog answers as if "
-        "no epoch had been sent",
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/error_code",
-         "UNKNOWN_LEADER_EPOCH(75)", "NONE(0)"),
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/high_watermark", "-1", "10"),
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/last_stable_offset",
-         "-1", "10"),
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/log_start_offset", "-1", "0"),
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/records/<length>", "0", "3"),
-        ("fetch.v11-future-leader-epoch", "responses/f/partitions/0/records/?", "<absent>",
-         "{'base_offset': *"),
-        ("list_offsets.v7-future-leader-epoch", "topics/lo/partitions/0/error_code",
-         "UNKNOWN_LEADER_EPOCH(75)", "NONE(0)"),
-        ("list_offsets.v7-future-leader-epoch", "topics/lo/partitions/0/offset", "-1", "5"),
     ),
     *_cause(
         LEGIT,
@@ -422,54 +248,8 @@ _ENTRIES: list[Known] = [
         ("fetch.v11-unknown-session", "responses/0", "<absent>", "{'topic': 'f'*"),
     ),
     # ------------------------------------------------------------------ ListOffsets
-    *_cause(
-        FIX,
-        "ListOffsets answers without an offset (none found, or an error) carry leader_epoch "
-        "-1 in Kafka; Tidelog sends 0",
-        ("list_offsets.v7-*", "topics/*/partitions/*/leader_epoch", "-1", "0"),
-    ),
-    *_cause(
-        FIX,
-        "Timestamp -5 is LATEST_TIERED_TIMESTAMP, defined from ListOffsets v9: at v7 Kafka "
-        "answers UNSUPPORTED_VERSION(35) (KafkaApis.handleListOffsetRequest); Tidelog "
-        "INVALID_REQUEST",
-        ("list_offsets.v7-ts-minus-5", "topics/lo/partitions/0/error_code",
-         "UNSUPPORTED_VERSION(35)", "INVALID_REQUEST(42)"),
-    ),
-    *_cause(
-        FIX,
-        "A partition named twice in one ListOffsets: Kafka answers INVALID_REQUEST once for "
-        "it; Tidelog answers each entry",
-        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/<length>", "1", "2"),
-        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/1", "<absent>",
-         "{'partition_index': 0*"),
-        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/0/error_code",
-         "INVALID_REQUEST(42)", "NONE(0)"),
-        ("list_offsets.v7-duplicate-partition", "topics/lo/partitions/0/offset", "-1", "5"),
-    ),
     # ------------------------------------------------------------------ OffsetForLeaderEpoch
-    *_cause(
-        FIX,
-        "OffsetForLeaderEpoch is in SUPPORTED_VERSIONS (v2-4) but standalone Tidelog has no "
-        "handler (only `serve --zookeeper` registers it): it is not advertised and the "
-        "connection is closed, as for an unknown API. Kafka answers it on every broker; "
-        "clients use it to validate positions after a leader change (KIP-320) and skip the "
-        "check when the API is missing. Serve it standalone too (one epoch per partition: "
-        "end offset = log end)",
-        ("offset_for_leader_epoch.*", "topics", "[{'topic': *", "<absent>"),
-        ("offset_for_leader_epoch.*", "<connection>", "<absent>", "closed by broker"),
-    ),
     # ------------------------------------------------------------------ Offsets
-    *_cause(
-        FIX,
-        "OffsetCommit of a negative offset: Kafka stores it (NONE; an offset below 0 later "
-        "reads as \"no committed offset\" in clients); Tidelog refuses with "
-        "INVALID_COMMIT_OFFSET_SIZE(28), which Kafka uses only for oversized commits",
-        ("offsets.commit-v8-negative-offset", "topics/o/partitions/1/error_code", "NONE(0)",
-         "INVALID_COMMIT_OFFSET_SIZE(28)"),
-        ("offsets.fetch-v8-after-*", "groups/g-simple/topics/o/partitions/1/committed_offset",
-         "-5", "8"),
-    ),
     *_cause(
         LEGIT,
         "The empty group id: Kafka 4's group coordinator accepts \"\" as a group (commit, "
@@ -481,48 +261,7 @@ _ENTRIES: list[Known] = [
         ("classic_group.delete-groups-v0-empty-id", "results//error_code", "NONE(0)",
          "GROUP_ID_NOT_FOUND(69)"),
     ),
-    *_cause(
-        FIX,
-        "OffsetDelete of a topic that does not exist: Kafka answers "
-        "UNKNOWN_TOPIC_OR_PARTITION(3) for its partitions; Tidelog NONE",
-        ("offsets.offset-delete-unknown-topic", "topics/o-absent/partitions/0/error_code",
-         "UNKNOWN_TOPIC_OR_PARTITION(3)", "NONE(0)"),
-    ),
     # ------------------------------------------------------------------ groups
-    *_cause(
-        FIX,
-        "FindCoordinator with a key_type other than 0 (group) / 1 (transaction): Kafka "
-        "answers INVALID_REQUEST(42) with node -1; Tidelog treats it as a group key",
-        ("classic_group.find-coordinator-v4-bad-key-type", "coordinators/g-classic/node_id",
-         "-1", "<self>"),
-        ("classic_group.find-coordinator-v4-bad-key-type", "coordinators/g-classic/error_code",
-         "INVALID_REQUEST(42)", "NONE(0)"),
-    ),
-    *_cause(
-        FIX,
-        "Heartbeat with an empty group id is INVALID_GROUP_ID(24) in Kafka (the group id is "
-        "validated before the member); Tidelog says UNKNOWN_MEMBER_ID",
-        ("classic_group.heartbeat-v4-empty-group-id", "error_code", "INVALID_GROUP_ID(24)",
-         "UNKNOWN_MEMBER_ID(25)"),
-    ),
-    *_cause(
-        FIX,
-        "ConsumerGroupHeartbeat v1+ requires the client to choose its member id (KIP-1082): "
-        "an empty one is INVALID_REQUEST(42) in Kafka; Tidelog generates one as in v0 and "
-        "joins the member",
-        ("consumer_group.heartbeat-v1-empty-member-id", "error_code", "INVALID_REQUEST(42)",
-         "NONE(0)"),
-        ("consumer_group.heartbeat-v1-empty-member-id", "member_id", "None", "<member>"),
-        ("consumer_group.heartbeat-v1-empty-member-id", "member_epoch", "0", "1"),
-        ("consumer_group.heartbeat-v1-empty-member-id", "heartbeat_interval", "0", "5000"),
-        ("consumer_group.heartbeat-v1-empty-member-id", "assignment", "None",
-         "{'topic_partitions': *"),
-        # The group that heartbeat created exists on Tidelog only, with its (Stable) member.
-        ("groups_admin.list-v*", "groups/g-848-v1", "<absent>", "{'group_id': 'g-848-v1'*"),
-        ("groups_admin.list-v4-stable-state", "groups/<length>", "0", "1"),
-        ("groups_admin.list-v4-stable-state", "groups/0", "<absent>",
-         "{'group_id': 'g-848-v1'*"),
-    ),
     *_cause(
         LEGIT,
         "KIP-848 epochs: Kafka bumps the group epoch twice when the first member joins "
@@ -564,14 +303,6 @@ _ENTRIES: list[Known] = [
          "MEMBER_ID_REQUIRED(79)", "INCONSISTENT_GROUP_PROTOCOL(23)"),
         ("consumer_group.classic-join-into-consumer-group", "member_id", "<member>", ""),
     ),
-    *_cause(
-        FIX,
-        "DescribeGroups (the classic API) of a KIP-848 group: Kafka 4 describes it (state, "
-        "members with their assignments in the classic layout) so that older admin tools "
-        "still see it; Tidelog answers GROUP_ID_NOT_FOUND",
-        ("consumer_group.describe-groups-classic-api", "groups/g-848/error_code", "NONE(0)",
-         "GROUP_ID_NOT_FOUND(69)"),
-    ),
     # ------------------------------------------------------------------ configs
     *_cause(
         LEGIT,
@@ -600,29 +331,6 @@ _ENTRIES: list[Known] = [
          "True"),
     ),
     *_cause(
-        FIX,
-        "default.replication.factor is an INT(3) config in Kafka (ServerLogConfigs); Tidelog "
-        "types it SHORT(4)",
-        ("configs.describe-v4-broker-keys",
-         "results/<self>/configs/default.replication.factor/config_type", "3", "4"),
-    ),
-    *_cause(
-        FIX,
-        "The broker resource with an empty name is the cluster-wide dynamic default in "
-        "Kafka: with none set it lists nothing; Tidelog lists its static value",
-        ("configs.describe-v4-broker-default-resource", "results//configs/<length>", "0", "1"),
-        ("configs.describe-v4-broker-default-resource", "results//configs/0", "<absent>",
-         "{'name': 'num.partitions'*"),
-    ),
-    *_cause(
-        FIX,
-        "DescribeConfigs of a topic with an illegal name (\"\"): Kafka answers "
-        "INVALID_TOPIC_EXCEPTION(17) (Topic.validate in ConfigHelper); Tidelog "
-        "UNKNOWN_TOPIC_OR_PARTITION",
-        ("configs.describe-v4-empty-topic-name", "results//error_code",
-         "INVALID_TOPIC_EXCEPTION(17)", "UNKNOWN_TOPIC_OR_PARTITION(3)"),
-    ),
-    *_cause(
         LEGIT,
         "Config documentation is Tidelog's own wording",
         ("configs.describe-v3-documentation", "results/cfg/configs/retention.ms/documentation",
@@ -645,23 +353,7 @@ _ENTRIES: list[Known] = [
          "<absent>"),
         ("configs.alter-configs-v1-not-served", "<connection>", "<absent>", "closed by broker"),
     ),
-    *_cause(
-        FIX,
-        "Altering a broker config that cannot change at run time: Kafka answers "
-        "INVALID_REQUEST(42) (\"Cannot update these configs dynamically\", "
-        "DynamicBrokerConfig); Tidelog INVALID_CONFIG",
-        ("configs.alter-v1-broker-read-only-key", "responses/<self>/error_code",
-         "INVALID_REQUEST(42)", "INVALID_CONFIG(40)"),
-    ),
     # ------------------------------------------------------------------ InitProducerId
-    *_cause(
-        FIX,
-        "InitProducerId with an empty transactional id is INVALID_REQUEST(42) in Kafka "
-        "(TransactionCoordinator.handleInitProducerId); Tidelog treats it like any "
-        "transactional id",
-        ("init_producer_id.v4-empty-transactional-id", "error_code", "INVALID_REQUEST(42)",
-         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)"),
-    ),
     *_cause(
         LEGIT,
         "Transactions are not served (docs/decisions.md): InitProducerId with a "
@@ -675,35 +367,7 @@ _ENTRIES: list[Known] = [
          "INVALID_TRANSACTION_TIMEOUT(50)", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)"),
     ),
     # ------------------------------------------------------------------ DescribeCluster
-    *_cause(
-        FIX,
-        "DescribeCluster v1 with an endpoint_type that does not exist: Kafka answers "
-        "UNSUPPORTED_ENDPOINT_TYPE(115) (MISMATCHED_ENDPOINT_TYPE(114) is for asking a "
-        "broker for controllers, which both answer alike)",
-        ("describe_cluster.v1-bad-endpoint-type", "error_code",
-         "UNSUPPORTED_ENDPOINT_TYPE(115)", "MISMATCHED_ENDPOINT_TYPE(114)"),
-    ),
     # ------------------------------------------------------------------ internal topics
-    *_cause(
-        FIX,
-        "Clients may not write to or truncate __consumer_offsets: Kafka answers Produce and "
-        "DeleteRecords on an internal topic with INVALID_TOPIC_EXCEPTION(17) "
-        "(ReplicaManager.appendToLocalLog / deleteRecordsOnLocalLog); Tidelog appends the "
-        "client's records to its group log (a forged record could corrupt group state on "
-        "the next load) and accepts the DeleteRecords",
-        ("internal_topics.produce-v9",
-         "responses/__consumer_offsets/partition_responses/0/error_code",
-         "INVALID_TOPIC_EXCEPTION(17)", "NONE(0)"),
-        ("internal_topics.produce-v9",
-         "responses/__consumer_offsets/partition_responses/0/base_offset", "-1", ANY),
-        ("internal_topics.produce-v9",
-         "responses/__consumer_offsets/partition_responses/0/log_start_offset", "-1", "0"),
-        ("internal_topics.delete-records-v2",
-         "topics/__consumer_offsets/partitions/0/error_code", "INVALID_TOPIC_EXCEPTION(17)",
-         "NONE(0)"),
-        ("internal_topics.delete-records-v2",
-         "topics/__consumer_offsets/partitions/0/low_watermark", "-1", "0"),
-    ),
     *_cause(
         LEGIT,
         "DeleteTopics of __consumer_offsets: Kafka 4.3 deletes it (every group's offsets are "

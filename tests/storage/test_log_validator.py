@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from tidelog.errors import ErrorCode, InvalidRecordError, KafkaError
-from tidelog.records.batch import TimestampType, read_batch_header
+from tidelog.records.batch import (
+    CRC_POSITION,
+    LAST_OFFSET_DELTA_POSITION,
+    Codec,
+    RecordBatch,
+    TimestampType,
+    read_batch_header,
+)
+from tidelog.records.builder import NewRecord, build_batch
 from tidelog.storage import log_validator
 from tidelog.storage.config import LogConfig
+from tidelog.storage.log_validator import AppendOrigin
 
 from .helpers import make_batch
 
@@ -46,3 +57,36 @@ def test_follower_batches_must_continue_the_log() -> None:
     assert log_validator.check_follower_offsets(batches, 10) == 13
     with pytest.raises(InvalidRecordError):
         log_validator.check_follower_offsets(batches, 11)
+
+
+def _rewritten(buffer: bytearray, position: int, fmt: str, value: int) -> RecordBatch:
+    """`buffer` with one header field rewritten and the CRC redone (a well-formed batch)."""
+    struct.pack_into(fmt, buffer, position, value)
+    batch = RecordBatch(memoryview(buffer))
+    struct.pack_into(">I", buffer, CRC_POSITION, batch.compute_crc())
+    return batch
+
+
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.GZIP])
+def test_client_batches_follow_kafkas_validate_batch(codec: Codec) -> None:
+    """AppendOrigin.CLIENT (Kafka's LogValidator.validateBatch), from header fields only, for
+    compressed batches too: base offset 0, recordsCount = lastOffsetDelta + 1, no control
+    batch, a base sequence with a producer id. Other origins keep their own rules."""
+    records = [NewRecord(b"k", key=b"k"), NewRecord(b"v", key=b"k")]
+    ok = RecordBatch(memoryview(build_batch(records, codec=codec)))
+    assert log_validator.validate_batches([ok], LogConfig(), AppendOrigin.CLIENT) == ok.size
+
+    def refused(batch: RecordBatch, words: str) -> None:
+        with pytest.raises(InvalidRecordError, match=words):
+            log_validator.validate_batches([batch], LogConfig(), AppendOrigin.CLIENT)
+        log_validator.validate_batches([batch], LogConfig(), AppendOrigin.COORDINATOR)
+
+    refused(RecordBatch(memoryview(build_batch(records, base_offset=500, codec=codec))),
+            "base offset 500")
+    # lastOffsetDelta 5 with 2 records would move the log end by 6.
+    refused(_rewritten(build_batch(records, codec=codec), LAST_OFFSET_DELTA_POSITION, ">i", 5),
+            "count of records 2")
+    refused(RecordBatch(memoryview(build_batch(records, codec=codec, control=True))),
+            "control records")
+    refused(RecordBatch(memoryview(build_batch(records, codec=codec, producer_id=7,
+                                               producer_epoch=0))), "sequence")

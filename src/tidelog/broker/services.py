@@ -21,8 +21,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tidelog.cluster.placement import check_leader_epoch
 from tidelog.errors import ErrorCode
 from tidelog.protocol.wire import FetchTopicData
+from tidelog.storage.leader_epochs import end_offset_for_epoch
 from tidelog.storage.log import PartitionLog
 from tidelog.types import TopicPartition
 
@@ -109,19 +111,34 @@ class PartitionReplication(Protocol):
 
     def leader_epoch(self, tp: TopicPartition) -> int: ...
 
+    def end_offset_for_epoch(
+        self, tp: TopicPartition, epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch on the leader: (epoch found, its end offset)."""
+        ...
+
 
 class PartitionLogs(Protocol):
     def partition_log(self, topic: str, partition: int) -> PartitionLog: ...
 
 
 class SingleNodeReplication:
-    """A lone broker leads every partition at epoch 0; its high watermark is the log end
-    offset, and acks=all is answered after the local append (and fsync in sync mode)."""
+    """A lone broker leads every partition at epoch 0 (its leader-epoch cache is the one entry
+    epoch 0 from offset 0); its high watermark is the log end offset, and acks=all is answered
+    after the local append (and fsync in sync mode). A request's current_leader_epoch is
+    checked against 0 as Kafka's Partition.checkCurrentLeaderEpoch does (KIP-320)."""
 
     __slots__ = ("_logs",)
 
+    EPOCHS = ((0, 0),)
+
     def __init__(self, logs: PartitionLogs) -> None:
         self._logs = logs
+
+    def _leader_log(self, tp: TopicPartition, current_leader_epoch: int) -> PartitionLog:
+        partition_log = self._logs.partition_log(tp.topic, tp.partition)
+        check_leader_epoch(tp, current_leader_epoch, 0)
+        return partition_log
 
     def check_produce(self, tp: TopicPartition, acks: int) -> int:
         return 0
@@ -137,14 +154,20 @@ class SingleNodeReplication:
     def fetch_bounds(
         self, tp: TopicPartition, replica_id: int, fetch_offset: int, current_leader_epoch: int
     ) -> tuple[int, int]:
-        log_end_offset = self._logs.partition_log(tp.topic, tp.partition).log_end_offset
+        log_end_offset = self._leader_log(tp, current_leader_epoch).log_end_offset
         return log_end_offset, log_end_offset
 
     def high_watermark(self, tp: TopicPartition, current_leader_epoch: int = -1) -> int:
-        return self._logs.partition_log(tp.topic, tp.partition).log_end_offset
+        return self._leader_log(tp, current_leader_epoch).log_end_offset
 
     def leader_epoch(self, tp: TopicPartition) -> int:
         return 0
+
+    def end_offset_for_epoch(
+        self, tp: TopicPartition, epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[int, int]:
+        log_end_offset = self._leader_log(tp, current_leader_epoch).log_end_offset
+        return end_offset_for_epoch(self.EPOCHS, epoch, log_end_offset)
 
 
 @dataclass(slots=True)

@@ -178,7 +178,7 @@ def broker_settings(config: BrokerConfig) -> dict[str, tuple[str, ConfigType]]:
             "true" if config.auto_create_topics else "false",
             ConfigType.BOOLEAN,
         ),
-        "default.replication.factor": (str(config.default_replication_factor), ConfigType.SHORT),
+        "default.replication.factor": (str(config.default_replication_factor), ConfigType.INT),
         "socket.request.max.bytes": (str(config.socket_request_max_bytes), ConfigType.INT),
         "max.connections": (str(config.max_connections), ConfigType.INT),
         "queued.max.requests": (str(config.max_in_flight_per_connection), ConfigType.INT),

@@ -194,6 +194,8 @@ class GroupCoordinatorShard:
         return classic_sync.sync_group(group, request, self.config, now_ms)
 
     def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result[ErrorCode]:
+        if not request.group_id:
+            return Result(response=ErrorCode.INVALID_GROUP_ID)  # checked before the member
         group = self._classic(request.group_id)
         if group is None:
             return Result(response=ErrorCode.UNKNOWN_MEMBER_ID)
@@ -213,6 +215,12 @@ class GroupCoordinatorShard:
         if not request.group_id:
             error = ConsumerGroupHeartbeatResponse(
                 ErrorCode.INVALID_REQUEST, "GroupId can't be empty"
+            )
+            return Result(response=error)
+        if request.member_id_required and not request.member_id:
+            # Kafka's request validation for v1+ (KIP-1082): no broker-generated ids.
+            error = ConsumerGroupHeartbeatResponse(
+                ErrorCode.INVALID_REQUEST, "MemberId can't be empty."
             )
             return Result(response=error)
         group = self.groups.get(request.group_id)
@@ -404,8 +412,9 @@ class GroupCoordinatorShard:
     def describe_group(self, group_id: str) -> DescribedGroup:
         group = self.groups.get(group_id)
         if not isinstance(group, ClassicGroup):
-            error = ErrorCode.NONE if group is None else ErrorCode.GROUP_ID_NOT_FOUND
-            return DescribedGroup(group_id, error)
+            # Kafka 4 answers a KIP-848 group here as it does an unknown one: Dead, no
+            # members (the classic API describes classic groups only).
+            return DescribedGroup(group_id, ErrorCode.NONE)
         return group.describe()
 
     def describe_consumer_group(self, group_id: str) -> DescribedGroup:

@@ -273,6 +273,7 @@ class ConsumerGroupHeartbeatRequest:
     owned: tuple[TopicPartitions, ...] | None = None  # None: unchanged since last heartbeat
     client_id: str = ""
     client_host: str = ""
+    member_id_required: bool = False  # v1+ (KIP-1082): the client names itself
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,7 +87,8 @@ class OffsetStore:
             if len(metadata.encode()) > config.offset_metadata_max_bytes:
                 outcomes.append((item.topic, item.partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
                 continue
-            if item.offset < 0 or item.partition < 0 or not item.topic:
+            # A negative offset is stored as Kafka does (clients read it as "none").
+            if item.partition < 0 or not item.topic:
                 outcomes.append((item.topic, item.partition, ErrorCode.INVALID_COMMIT_OFFSET_SIZE))
                 continue
             value = OffsetCommitValue(

@@ -231,6 +231,8 @@ class FetchPartitionData:
     last_stable_offset: int
     log_start_offset: int
     records: Sequence[SendSlice] = ()
+    # aborted_transactions: an empty array (no transactions here) when True, else null.
+    aborted_transactions_listed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +279,10 @@ def encode_fetch_response(
             )
             if version >= 5:
                 out += _I64.pack(partition.log_start_offset)
-            out += b"\x01" if flexible else b"\x00\x00\x00\x00"  # no aborted transactions
+            if partition.aborted_transactions_listed:
+                out += b"\x01" if flexible else b"\x00\x00\x00\x00"  # none aborted
+            else:
+                out += b"\x00" if flexible else b"\xff\xff\xff\xff"  # null
             if version >= 11:
                 out += b"\xff\xff\xff\xff"  # preferred_read_replica: none
             records_size = sum(piece.length for piece in partition.records)

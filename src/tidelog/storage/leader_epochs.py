@@ -17,6 +17,7 @@ derived data: a follower rebuilds entries from the epochs stamped in the batches
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from tidelog.errors import CorruptRecordError
@@ -25,6 +26,25 @@ from tidelog.storage.checkpoint import read_entries, write_entries
 CHECKPOINT_FILE = "leader-epoch-checkpoint"
 UNDEFINED = -1
 _log = logging.getLogger(__name__)
+
+
+def end_offset_for_epoch(
+    entries: Sequence[tuple[int, int]], requested: int, log_end_offset: int
+) -> tuple[int, int]:
+    """Kafka's LeaderEpochFileCache.endOffsetFor, the OffsetForLeaderEpoch answer: the latest
+    epoch ends at the log end offset; an older one at the start of the next epoch (the largest
+    known epoch <= `requested` is named, or `requested` itself when it precedes them all);
+    UNDEFINED, or an epoch above every known one: (UNDEFINED, UNDEFINED)."""
+    if requested == UNDEFINED or not entries:
+        return UNDEFINED, UNDEFINED
+    if entries[-1][0] == requested:
+        return requested, log_end_offset
+    found = requested
+    for epoch, start_offset in entries:
+        if epoch > requested:
+            return found, start_offset
+        found = epoch
+    return UNDEFINED, UNDEFINED
 
 
 class LeaderEpochCache:

@@ -24,6 +24,7 @@ from tidelog.storage import log_reads, log_validator
 from tidelog.storage import producer_state as ps
 from tidelog.storage.config import LogConfig
 from tidelog.storage.durable import fsync_directory
+from tidelog.storage.log_validator import AppendOrigin
 from tidelog.storage.recovery import load_segments
 from tidelog.storage.results import AppendResult, FlushTicket, ReadResult
 from tidelog.storage.segment import LogSegment, SegmentState
@@ -97,11 +98,18 @@ class PartitionLog:
 
     # --- append ----------------------------------------------------------------------------
     def append(
-        self, batches: Sequence[RecordBatch], *, now_ms: int, leader_epoch: int = 0
+        self,
+        batches: Sequence[RecordBatch],
+        *,
+        now_ms: int,
+        leader_epoch: int = 0,
+        origin: AppendOrigin = AppendOrigin.COORDINATOR,
     ) -> AppendResult:
-        """Leader append of one produce request's batches for this partition, all or nothing."""
+        """Leader append of one request's batches for this partition, all or nothing. Produce
+        passes `origin=AppendOrigin.CLIENT` (Kafka's client-batch rules); the broker's own
+        writers (the group coordinator, tests' builders) keep the default."""
         self._check_fsync_error()
-        total_size = log_validator.validate_batches(batches, self.config)
+        total_size = log_validator.validate_batches(batches, self.config, origin)
         if self.config.compacts:
             log_validator.require_keys(batches, self.config.max_message_bytes)
         duplicate = self.producer_state.check_append(batches)
@@ -121,7 +129,9 @@ class PartitionLog:
     def append_raw(self, batches: Sequence[RecordBatch], *, now_ms: int = 0) -> None:
         """Follower append: batches keep their offsets and must start at log_end_offset."""
         self._check_fsync_error()
-        total_size = log_validator.validate_batches(batches, self.config)
+        total_size = log_validator.validate_batches(
+            batches, self.config, AppendOrigin.REPLICATION
+        )
         next_offset = log_validator.check_follower_offsets(batches, self.log_end_offset)
         record_count = next_offset - self.log_end_offset
         segment = self._maybe_roll(total_size, len(batches), record_count, now_ms)

@@ -4,7 +4,10 @@
 already-numbered batches:
 
 - `validate_batches`: each batch's header and CRC32C (`RecordBatch.validate`, D2: no record
-  is decoded), max.message.bytes per batch, the request's total against segment.bytes, and for
+  is decoded), for batches from a client Kafka's `validateBatch` rules (base offset 0,
+  recordsCount = lastOffsetDelta + 1, no control batch, a sequence with a producer id; all
+  header fields, so compressed batches are checked without inflating them), max.message.bytes
+  per batch, the request's total against segment.bytes, and for
   compacted topics that every record has a key (the only produce path that decodes records,
   as in Kafka's LogValidator).
 - `assign_offsets` (leader): baseOffset from the log end offset, partitionLeaderEpoch, and for
@@ -19,6 +22,7 @@ Pure: no I/O, no clock (the append time is passed in).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 
 from tidelog.errors import ErrorCode, InvalidRecordError, KafkaError
@@ -31,13 +35,51 @@ from tidelog.storage.config import LogConfig
 _INFLATION_LIMIT = 64
 
 
-def validate_batches(batches: Sequence[RecordBatch], config: LogConfig) -> int:
-    """Check one produce request's batches for this log; returns their total size in bytes."""
+class AppendOrigin(enum.Enum):
+    """Who appends (Kafka's AppendOrigin): only CLIENT batches get `validateBatch`'s rules."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+def validate_client_batch(batch: RecordBatch) -> None:
+    """Kafka's LogValidator.validateBatch for AppendOrigin.CLIENT (magic 2), header fields only:
+    the broker assigns offsets, so a client batch starts at 0 and its offset range must equal
+    its record count (else lastOffsetDelta, not the records, would decide how far the log end
+    moves); control records come only from the transaction coordinator."""
+    if batch.base_offset != 0:
+        raise InvalidRecordError(
+            f"client batch has base offset {batch.base_offset}; it must be 0"
+        )
+    count = batch.records_count
+    if count != batch.last_offset_delta + 1:
+        raise InvalidRecordError(
+            f"inconsistent batch offset range [0, {batch.last_offset_delta}] and count of "
+            f"records {count}"
+        )
+    if batch.is_control:
+        raise InvalidRecordError("clients are not allowed to write control records")
+    if batch.producer_id >= 0 and batch.base_sequence < 0:
+        raise InvalidRecordError(
+            f"invalid sequence number {batch.base_sequence} in record batch with producer id "
+            f"{batch.producer_id}"
+        )
+
+
+def validate_batches(
+    batches: Sequence[RecordBatch],
+    config: LogConfig,
+    origin: AppendOrigin = AppendOrigin.COORDINATOR,
+) -> int:
+    """Check one append's batches for this log; returns their total size in bytes."""
     if not batches:
         raise InvalidRecordError("no record batches to append")
     total_size = 0
     for batch in batches:
         batch.validate()
+        if origin is AppendOrigin.CLIENT:
+            validate_client_batch(batch)
         if batch.size > config.max_message_bytes:
             raise KafkaError(
                 ErrorCode.MESSAGE_TOO_LARGE,

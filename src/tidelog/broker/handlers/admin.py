@@ -30,7 +30,12 @@ from tidelog.broker.handlers.admin_common import (
     log,
     require_topic,
 )
-from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.context import (
+    ALL_CLUSTER_OPERATIONS,
+    HandlerTable,
+    RequestContext,
+    authorized_operations,
+)
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.metadata import validate_topic_name
 from tidelog.broker.topic_configs import describe_topic_configs, validate_overrides
@@ -42,7 +47,7 @@ from tidelog.protocol.api_keys import ApiKey
 MAX_PARTITIONS_PER_TOPIC = 4096
 HIGH_WATERMARK = -1  # DeleteRecords: "up to the high watermark"
 _ZERO_UUID = uuid.UUID(int=0)
-_ENDPOINT_BROKERS = 1
+_ENDPOINT_BROKERS, _ENDPOINT_CONTROLLERS = 1, 2
 
 
 def _check_single_replica(deps: AdminDeps, partition: int, broker_ids: Iterable[int]) -> None:
@@ -166,6 +171,8 @@ async def handle_create_topics(deps: AdminDeps, context: RequestContext, request
     ):
         outcome.setdefault("num_partitions", -1)
         outcome.setdefault("replication_factor", -1)
+        if hasattr(module, "CreatableTopicConfigs"):
+            outcome.setdefault("configs", ())  # v5+: Kafka's empty list for a failed topic
         results.append(responses.build(module.CreatableTopicResult, name=topic.name, **outcome))
     cls = responses.response_class(ApiKey.CREATE_TOPICS, version)
     return responses.build(cls, throttle_time=0, topics=tuple(results))
@@ -261,6 +268,11 @@ async def handle_create_partitions(deps: AdminDeps, context: RequestContext, req
 
 # --- DeleteRecords ------------------------------------------------------------------------
 def _delete_records(deps: AdminDeps, topic: str, partition: int, offset: int) -> dict[str, Any]:
+    if topic in INTERNAL_TOPICS:
+        # Kafka's ReplicaManager.deleteRecordsOnLocalLog: clients cannot truncate them.
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot delete records of internal topic {topic}"
+        )
     partition_log = deps.topics.partition_log(topic, partition)
     high_watermark = partition_log.log_end_offset  # single node: every append is committed
     target = high_watermark if offset == HIGH_WATERMARK else offset
@@ -304,12 +316,18 @@ async def handle_describe_cluster(deps: AdminDeps, context: RequestContext, requ
     module = responses.response_module(ApiKey.DESCRIBE_CLUSTER, version)
     cls = responses.response_class(ApiKey.DESCRIBE_CLUSTER, version)
     config = deps.config
-    if getattr(request, "endpoint_type", _ENDPOINT_BROKERS) != _ENDPOINT_BROKERS:
+    endpoint_type = getattr(request, "endpoint_type", _ENDPOINT_BROKERS)
+    if endpoint_type != _ENDPOINT_BROKERS:
+        # Kafka: a controller request to a broker is MISMATCHED, a type that does not exist
+        # UNSUPPORTED (KafkaApis.handleDescribeCluster).
+        mismatched = endpoint_type == _ENDPOINT_CONTROLLERS
         return responses.build(
             cls,
             throttle_time=0,
-            error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
-            error_message="this node is a broker; ask for broker endpoints",
+            error_code=(ErrorCode.MISMATCHED_ENDPOINT_TYPE if mismatched
+                        else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+            error_message=("this node is a broker; ask for broker endpoints" if mismatched
+                           else f"unknown endpoint type {endpoint_type}"),
             cluster_id=deps.identity.cluster_id,
         )
     node = responses.build(
@@ -328,7 +346,9 @@ async def handle_describe_cluster(deps: AdminDeps, context: RequestContext, requ
         cluster_id=deps.identity.cluster_id,
         controller_id=config.node_id,
         brokers=(node,),
-        cluster_authorized_operations=-(2**31),
+        cluster_authorized_operations=authorized_operations(
+            request.include_cluster_authorized_operations, ALL_CLUSTER_OPERATIONS
+        ),
     )
 
 

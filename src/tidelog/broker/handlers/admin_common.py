@@ -56,18 +56,22 @@ def each_entry(
     duplicate: str,
 ) -> list[tuple[Entry, dict[str, Any]]]:
     """The shape of every admin request: each entry succeeds or fails on its own (`guard`),
-    and an entry whose key appears twice fails with INVALID_REQUEST without being run."""
+    and a key that appears twice fails with INVALID_REQUEST without being run, answered once
+    (Kafka keys its results by name, so a repeated name has one answer)."""
     listed = list(entries)
     repeated = duplicates(key(entry) for entry in listed)
-    return [
-        (
-            entry,
-            failure(KafkaError(ErrorCode.INVALID_REQUEST, duplicate))
-            if key(entry) in repeated
-            else guard(work, entry),
-        )
-        for entry in listed
-    ]
+    answered: set[Hashable] = set()
+    results = []
+    for entry in listed:
+        entry_key = key(entry)
+        if entry_key in repeated:
+            if entry_key in answered:
+                continue
+            answered.add(entry_key)
+            results.append((entry, failure(KafkaError(ErrorCode.INVALID_REQUEST, duplicate))))
+        else:
+            results.append((entry, guard(work, entry)))
+    return results
 
 
 def is_internal(info: TopicInfo) -> bool:

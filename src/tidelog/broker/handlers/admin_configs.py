@@ -3,7 +3,8 @@
 Runs on the event loop; topics.json writes are short blocking file I/O. The values, sources and
 synonyms come from `tidelog.broker.topic_configs`; a change is validated whole (LogConfig) before
 it is persisted and applied live to the topic's partition logs (`TopicRegistry.set_topic_configs`).
-Broker configs are static: describing them works, changing them answers INVALID_CONFIG.
+Broker configs are static: describing them works, changing them answers INVALID_REQUEST
+(Kafka's answer for a config it cannot update dynamically).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tidelog.broker.handlers.admin_common import (
     require_topic,
 )
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
-from tidelog.broker.metadata import TopicInfo
+from tidelog.broker.metadata import TopicInfo, validate_topic_name
 from tidelog.broker.topic_configs import (
     ConfigEntry,
     ResourceType,
@@ -47,10 +48,14 @@ def _check_broker_name(deps: AdminDeps, resource_name: str) -> None:
 def _config_entries(deps: AdminDeps, resource: Any) -> list[ConfigEntry]:
     keys = resource.configuration_keys or None  # null or empty: every config
     if resource.resource_type == ResourceType.TOPIC:
+        validate_topic_name(resource.resource_name)  # Kafka's ConfigHelper: Topic.validate
         info = require_topic(deps.topics, resource.resource_name)
         return describe_topic_configs(deps.config, info.configs, keys)
     if resource.resource_type == ResourceType.BROKER:
         _check_broker_name(deps, resource.resource_name)
+        if resource.resource_name == "":
+            # The cluster-wide dynamic default; Tidelog sets none (all broker configs static).
+            return []
         return describe_broker_configs(deps.config, keys)
     raise KafkaError(
         ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
@@ -115,9 +120,11 @@ def _alter_resource(
     if resource.resource_type == ResourceType.BROKER:
         _check_broker_name(deps, resource.resource_name)
         if resource.configs:
+            # Kafka's answer for a broker config it cannot change at run time
+            # (DynamicBrokerConfig); Tidelog has no dynamic broker configs.
             raise KafkaError(
-                ErrorCode.INVALID_CONFIG,
-                "broker configs cannot be updated dynamically: set them in the config file or "
+                ErrorCode.INVALID_REQUEST,
+                "Cannot update these configs dynamically: set them in the config file or "
                 "with `tidelog serve --set` and restart",
             )
         return {"error_code": ErrorCode.NONE, "error_message": None}

@@ -1,11 +1,14 @@
 """ApiVersions (key 18, v0-4): the keys in this broker's handler table with their ranges.
 
 An unsupported ApiVersions version is answered by the connection in the v0 layout with
-UNSUPPORTED_VERSION and the full list, so the client can retry (COMPATIBILITY.md trap 1).
+UNSUPPORTED_VERSION and ApiVersions' own range, so the client can retry (KIP-511,
+COMPATIBILITY.md trap 1). From v3 the client's software name and version must match Kafka's
+pattern (ApiVersionsRequest.isValid), else INVALID_REQUEST with no keys.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -16,14 +19,29 @@ from tidelog.broker.handlers.context import (
     RequestContext,
     advertised_versions,
 )
+from tidelog.errors import ErrorCode
 from tidelog.protocol import versions
 from tidelog.protocol.api_keys import ApiKey
+
+_SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def _valid(request: Any, version: int) -> bool:
+    if version < 3:
+        return True
+    return all(
+        _SOFTWARE_NAME_OR_VERSION.fullmatch(value or "") is not None
+        for value in (request.client_software_name, request.client_software_version)
+    )
 
 
 async def handle_api_versions(
     table: Mapping[int, Handler], context: RequestContext, request: Any
 ) -> Any:
-    return versions.api_versions_response(context.header.api_version, advertised_versions(table))
+    version = context.header.api_version
+    if not _valid(request, version):
+        return versions.api_versions_response(version, {}, error_code=ErrorCode.INVALID_REQUEST)
+    return versions.api_versions_response(version, advertised_versions(table))
 
 
 def handlers(table: Mapping[int, Handler]) -> HandlerTable:

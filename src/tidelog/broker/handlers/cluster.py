@@ -1,4 +1,4 @@
-"""Cluster-mode handlers: Metadata, CreateTopics and OffsetForLeaderEpoch over ZooKeeper.
+"""Cluster-mode handlers: Metadata and the topic admin APIs over ZooKeeper.
 
 In the broker's handler table only when it runs with `--zookeeper` (`server.py` adds
 `handlers()` over the single-node ones), so a single node advertises and answers as before.
@@ -9,7 +9,7 @@ In the broker's handler table only when it runs with `--zookeeper` (`server.py` 
 - CreateTopics (v2-7): placement over the live brokers, assignment and configs written to
   ZooKeeper (any broker may; the controller creates the partition states). The call returns
   once the assignment is written; clients wait for leaders through Metadata, as with Kafka.
-- OffsetForLeaderEpoch (v2-4): the leader's end offset of the requested epoch (KIP-101).
+- OffsetForLeaderEpoch is list_offsets.py's, over `Replication` (the leader's epoch cache).
 - DeleteTopics: `/admin/delete_topics/<t>` (Kafka's path); the controller deletes the znodes,
   every broker deletes its logs when the topic leaves its view; answered once this broker's
   view no longer has the topic, or REQUEST_TIMED_OUT at the request's timeout.
@@ -34,7 +34,13 @@ from tidelog.broker.handlers.cluster_common import (
     check_replication_config,
     joined,
 )
-from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.context import (
+    ALL_CLUSTER_OPERATIONS,
+    ALL_TOPIC_OPERATIONS,
+    HandlerTable,
+    RequestContext,
+    authorized_operations,
+)
 from tidelog.broker.replication.cluster_agent import topic_uuid
 from tidelog.broker.replication.replica_manager import REPLICATION_TOPIC_CONFIGS, Replication
 from tidelog.broker.topic_configs import validate_overrides
@@ -47,7 +53,6 @@ from tidelog.types import TopicPartition
 log = logging.getLogger("tidelog.broker.cluster_handlers")
 DELETION_POLL_S = 0.05
 _ZERO_UUID = uuid.UUID(int=0)
-_NO_OPERATIONS = -2147483648
 
 
 def _partition_entry(module: Any, replication: Replication, tp: TopicPartition,
@@ -106,7 +111,10 @@ async def handle_metadata(deps: ClusterDeps, context: RequestContext, request: A
                 _partition_entry(module, replication, TopicPartition(name, p), replicas)
                 for p, replicas in sorted(assignment.partitions.items())
             ),
-            topic_authorized_operations=_NO_OPERATIONS,
+            topic_authorized_operations=authorized_operations(
+                getattr(request, "include_topic_authorized_operations", False),
+                ALL_TOPIC_OPERATIONS,
+            ),
         ))
     brokers = tuple(
         responses.build(module.MetadataResponseBroker, node_id=b, host=host, port=port, rack=None)
@@ -119,7 +127,10 @@ async def handle_metadata(deps: ClusterDeps, context: RequestContext, request: A
         cluster_id=deps.identity.cluster_id,
         controller_id=view.controller_id,
         topics=tuple(entries),
-        cluster_authorized_operations=_NO_OPERATIONS,
+        cluster_authorized_operations=authorized_operations(
+            getattr(request, "include_cluster_authorized_operations", False),
+            ALL_CLUSTER_OPERATIONS,
+        ),
         error_code=ErrorCode.NONE,
     )
 
@@ -180,34 +191,6 @@ async def handle_create_topics(deps: ClusterDeps, context: RequestContext, reque
         results.append(responses.build(module.CreatableTopicResult, name=topic.name, **fields))
     cls = responses.response_class(ApiKey.CREATE_TOPICS, version)
     return responses.build(cls, throttle_time=0, topics=tuple(results))
-
-
-async def handle_offset_for_leader_epoch(
-    deps: ClusterDeps, context: RequestContext, request: Any
-) -> Any:
-    replication = joined(deps)
-    version = context.header.api_version
-    module = responses.response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for partition in topic.partitions:
-            tp = TopicPartition(topic.topic, partition.partition)
-            epoch, end_offset, code = -1, -1, ErrorCode.NONE
-            try:
-                epoch, end_offset = replication.end_offset_for_epoch(
-                    tp, partition.leader_epoch, int(partition.current_leader_epoch)
-                )
-            except KafkaError as error:
-                code = error.code
-            partitions.append(responses.build(
-                module.EpochEndOffset, error_code=code, partition=tp.partition,
-                leader_epoch=epoch, end_offset=end_offset))
-        topics.append(responses.build(
-            module.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(partitions)))
-    return responses.build(
-        responses.response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH, version), throttle_time=0,
-        topics=tuple(topics))
 
 
 async def _request_deletion(
@@ -300,7 +283,6 @@ def handlers(deps: ClusterDeps) -> HandlerTable:
     return {
         ApiKey.METADATA: partial(handle_metadata, deps),
         ApiKey.CREATE_TOPICS: partial(handle_create_topics, deps),
-        ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(handle_offset_for_leader_epoch, deps),
         ApiKey.DELETE_TOPICS: partial(handle_delete_topics, deps),
         ApiKey.CREATE_PARTITIONS: partial(handle_create_partitions, deps),
     }

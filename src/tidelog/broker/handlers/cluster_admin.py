@@ -36,6 +36,7 @@ from tidelog.broker.handlers.cluster_common import (
     joined,
 )
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.replication.replica_manager import REPLICATION_TOPIC_CONFIGS, Replication
 from tidelog.broker.topic_configs import ResourceType, apply_incremental, validate_overrides
 from tidelog.errors import ErrorCode, KafkaError
@@ -165,6 +166,11 @@ async def _delete_records_and_wait(
 
 
 def _delete_records(deps: ClusterDeps, topic: str, partition: int, offset: int) -> dict[str, Any]:
+    if topic in INTERNAL_TOPICS:
+        # Kafka's ReplicaManager.deleteRecordsOnLocalLog: clients cannot truncate them.
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot delete records of internal topic {topic}"
+        )
     replication = joined(deps)
     high_watermark = replication.high_watermark(TopicPartition(topic, partition))  # leader only
     target = high_watermark if offset == HIGH_WATERMARK else offset

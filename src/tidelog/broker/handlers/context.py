@@ -39,3 +39,16 @@ def advertised_versions(table: Mapping[int, Handler]) -> dict[int, tuple[int, in
         for api_key in sorted(table)
         if api_key in SUPPORTED_VERSIONS
     }
+
+
+# include_*_authorized_operations (KIP-430): with no authorizer Kafka answers every operation
+# the resource type has (AuthHelper.authorizedOperations), else INT32_MIN ("not provided").
+OPERATIONS_NOT_PROVIDED = -(2**31)
+ALL_TOPIC_OPERATIONS = 3576  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE/ALTER_CONFIGS
+ALL_CLUSTER_OPERATIONS = 8096  # CREATE ALTER DESCRIBE CLUSTER_ACTION ... IDEMPOTENT_WRITE ...
+ALL_GROUP_OPERATIONS = 3400  # READ DELETE DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
+
+
+def authorized_operations(requested: Any, every_operation: int) -> int:
+    """What a response carries for one resource: all of them when asked, else not provided."""
+    return every_operation if requested else OPERATIONS_NOT_PROVIDED

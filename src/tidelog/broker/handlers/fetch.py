@@ -53,7 +53,7 @@ class _Wanted:
     partition: int
     fetch_offset: int
     partition_max_bytes: int
-    current_leader_epoch: int  # v9+ (else -1); checked only in cluster mode (KIP-320)
+    current_leader_epoch: int  # v9+ (else -1); checked by replication.fetch_bounds (KIP-320)
     tp: TopicPartition  # built once per request, reused by every read pass
 
 
@@ -87,10 +87,23 @@ def _ms(value: Any) -> int:
     return int(value.total_seconds() * 1000)
 
 
+_UNKNOWN = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+
+
 def _read_all(
-    deps: FetchDeps, wanted: list[_Wanted], max_bytes: int, version: int, replica_id: int = -1
+    deps: FetchDeps,
+    wanted: list[_Wanted],
+    max_bytes: int,
+    version: int,
+    replica_id: int = -1,
+    read_committed: bool = False,
 ) -> tuple[list[FetchTopicData], int, bool]:
-    """One pass over the partitions: (topics, bytes found, whether any partition has an error)."""
+    """One pass over the partitions: (topics, bytes found, whether any partition has an error).
+
+    aborted_transactions as Kafka fills it: a list for a READ_COMMITTED read (empty: Tidelog
+    writes no transactions), null for a READ_UNCOMMITTED read and for a read that failed
+    (ReplicaManager's answers); a partition the broker does not know gets the schema's
+    default, an empty list (KafkaApis answers it before reading)."""
     by_topic: dict[tuple[str, uuid.UUID], list[FetchPartitionData]] = {}
     total = 0
     errors = False
@@ -116,10 +129,12 @@ def _read_all(
         except KafkaError as error:
             errors = True  # answered at once, so each error is counted once
             deps.metrics.record_error(ApiKey.FETCH, error.code.name)
-            log_start = -1
-            if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                log_start = deps.topics.partition_log(item.name, item.partition).log_start_offset
-            entries.append(FetchPartitionData(item.partition, error.code, -1, -1, log_start))
+            # Kafka's FetchResponse.partitionResponse(error): no offsets at all, not even the
+            # log start (a consumer out of range asks ListOffsets, as its reset policy says).
+            entries.append(FetchPartitionData(
+                item.partition, error.code, -1, -1, -1,
+                aborted_transactions_listed=error.code in _UNKNOWN,
+            ))
             continue
         slices = [
             SendSlice(_private_file(piece.fd), piece.position, piece.length)
@@ -135,6 +150,7 @@ def _read_all(
                 high_watermark,
                 result.log_start_offset,
                 slices,
+                aborted_transactions_listed=read_committed,
             )
         )
     topics = [
@@ -164,8 +180,11 @@ async def handle_fetch(deps: FetchDeps, context: RequestContext, request: Any) -
     deadline_ms = clock.monotonic_ms() + max(0, _ms(request.max_wait))
     partitions = [item.tp for item in wanted if item.name]
     replica_id = int(getattr(request, "replica_id", -1))  # a follower's fetch (v4-v14)
+    read_committed = int(request.isolation_level) == 1
     while True:
-        topics, total, errors = _read_all(deps, wanted, max_bytes, version, replica_id)
+        topics, total, errors = _read_all(
+            deps, wanted, max_bytes, version, replica_id, read_committed
+        )
         remaining_ms = deadline_ms - clock.monotonic_ms()
         if total >= min_bytes or errors or remaining_ms <= 0 or deps.lifecycle.closing:
             break

@@ -10,9 +10,13 @@ from functools import partial
 from typing import Any
 
 from tidelog.broker.groups.service import GroupService
-from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.context import (
+    ALL_GROUP_OPERATIONS,
+    HandlerTable,
+    RequestContext,
+    authorized_operations,
+)
 from tidelog.broker.handlers.groups_common import (
-    NO_AUTHORIZED_OPERATIONS,
     GroupDeps,
     classes,
     response,
@@ -62,6 +66,7 @@ async def handle_describe_groups(deps: GroupDeps, context: RequestContext, reque
     version = context.header.api_version
     module = classes(ApiKey.DESCRIBE_GROUPS, version)
     groups_service = deps.groups()
+    wants_operations = getattr(request, "include_authorized_operations", False)
     described = []
     for group_id in request.groups:
         group = _describe(groups_service, group_id, GroupCoordinatorShard.describe_group)
@@ -86,7 +91,9 @@ async def handle_describe_groups(deps: GroupDeps, context: RequestContext, reque
                 protocol_type=group.protocol_type,
                 protocol_data=group.protocol_data,
                 members=members,
-                authorized_operations=NO_AUTHORIZED_OPERATIONS,
+                authorized_operations=authorized_operations(
+                    wants_operations and group.error == ErrorCode.NONE, ALL_GROUP_OPERATIONS
+                ),
             )
         )
     return response(ApiKey.DESCRIBE_GROUPS, version, groups=tuple(described))
@@ -118,12 +125,24 @@ def _delete_one(
 async def handle_offset_delete(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     module = classes(ApiKey.OFFSET_DELETE, version)
-    partitions = tuple((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    # Kafka's handler answers topics the broker does not know itself (UNKNOWN_TOPIC_OR_PARTITION)
+    # and asks the coordinator about the others.
+    known = [t for t in request.topics if deps.topics.get(t.name) is not None]
+    unknown = [
+        (t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        for t in request.topics
+        if deps.topics.get(t.name) is None
+        for p in t.partitions
+    ]
+    partitions = tuple((t.name, p.partition_index) for t in known for p in t.partitions)
     answer = await deps.groups().run(
         request.group_id, lambda shard, _: shard.offset_delete(request.group_id, partitions)
     )
+    outcomes = list(answer.partitions)
+    if answer.error == ErrorCode.NONE:
+        outcomes += unknown
     by_topic: dict[str, list[Any]] = {}
-    for topic, partition, error in answer.partitions:
+    for topic, partition, error in outcomes:
         by_topic.setdefault(topic, []).append(
             responses.build(
                 module.OffsetDeleteResponsePartition, partition_index=partition, error_code=error
@@ -143,11 +162,13 @@ async def handle_consumer_group_describe(
     module = classes(ApiKey.CONSUMER_GROUP_DESCRIBE, version)
     groups_service = deps.groups()
     names = {topic_id: name for name, (topic_id, _) in groups_service.topics_image().items()}
+    wants_operations = request.include_authorized_operations
     described = [
         _described_consumer_group(
             module,
             _describe(groups_service, g, GroupCoordinatorShard.describe_consumer_group),
             names,
+            wants_operations,
         )
         for g in request.group_ids
     ]
@@ -155,7 +176,7 @@ async def handle_consumer_group_describe(
 
 
 def _described_consumer_group(
-    module: Any, group: DescribedGroup, names: dict[uuid.UUID, str]
+    module: Any, group: DescribedGroup, names: dict[uuid.UUID, str], wants_operations: bool
 ) -> Any:
     def assignment(items: tuple[TopicPartitions, ...]) -> Any:
         return responses.build(
@@ -197,7 +218,9 @@ def _described_consumer_group(
         assignment_epoch=group.assignment_epoch,
         assignor_name=group.assignor_name,
         members=members,
-        authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        authorized_operations=authorized_operations(
+            wants_operations and group.error == ErrorCode.NONE, ALL_GROUP_OPERATIONS
+        ),
     )
 
 

@@ -43,6 +43,9 @@ def _ms(value: Any) -> int:
     return int(value.total_seconds() * 1000) if isinstance(value, timedelta) else int(value)
 
 
+_GROUP_KEY, _TRANSACTION_KEY = 0, 1
+
+
 def _host(context: RequestContext) -> str:
     return f"/{context.client_host}"
 
@@ -51,7 +54,12 @@ async def handle_find_coordinator(deps: GroupDeps, context: RequestContext, requ
     version = context.header.api_version
     deps.groups()  # the coordinator (and __consumer_offsets) exist first
     keys = [request.key] if version < 4 else list(request.coordinator_keys)
-    answers = [_coordinator_of(deps, key) for key in keys]
+    if getattr(request, "key_type", _GROUP_KEY) in (_GROUP_KEY, _TRANSACTION_KEY):
+        answers = [_coordinator_of(deps, key) for key in keys]
+    else:  # Kafka: a key type that does not exist is INVALID_REQUEST, no coordinator
+        invalid = {"error_code": ErrorCode.INVALID_REQUEST, "node_id": -1, "host": "",
+                   "port": -1}
+        answers = [invalid for _ in keys]
     if version < 4:
         return response(ApiKey.FIND_COORDINATOR, version, **answers[0])
     module = classes(ApiKey.FIND_COORDINATOR, version)
@@ -330,6 +338,7 @@ async def handle_consumer_group_heartbeat(
         owned=owned,
         client_id=context.header.client_id or "",
         client_host=_host(context),
+        member_id_required=version >= 1,
     )
     groups_service = deps.groups()
     answer = await groups_service.run(

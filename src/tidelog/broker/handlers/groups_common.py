@@ -22,8 +22,6 @@ class GroupDeps:
     groups: Callable[[], GroupService]  # loads the coordinator on first use
     find_coordinator: CoordinatorLocator
 
-NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested", as Kafka answers
-
 
 def classes(api_key: int, version: int) -> Any:
     """The kio module of a response version (for its nested classes)."""

@@ -1,4 +1,6 @@
-"""ListOffsets (key 2, v1-7): earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
+"""ListOffsets (key 2, v1-7): earliest (-2), latest (-1), max timestamp (-3), or by timestamp;
+and OffsetForLeaderEpoch (key 23, v2-4): where a leader epoch ends (KIP-101/320), from the
+partition's leader-epoch cache (replication's, or a lone broker's epoch 0).
 
 By timestamp: the first offset whose timestamp is >= the one asked; none -> offset -1 and
 timestamp -1, as Kafka answers. Storage finds the batch (time index, then a header scan); this
@@ -7,6 +9,7 @@ handler decodes that one batch to answer with the exact record, as Kafka does.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -21,6 +24,8 @@ from tidelog.records.batch import iter_batches
 from tidelog.records.record import iter_records
 from tidelog.storage.log import PartitionLog
 from tidelog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, TopicPartition
+
+_TIERED_TIMESTAMPS = (-4, -5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,11 @@ def _lookup(
         return partition_log.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP:
         found = partition_log.max_timestamp_offset()
+    elif timestamp in _TIERED_TIMESTAMPS:
+        # EARLIEST_LOCAL (-4, v8+) and LATEST_TIERED (-5, v9+) name versions not served.
+        raise KafkaError(
+            ErrorCode.UNSUPPORTED_VERSION, f"timestamp {timestamp} needs a later ListOffsets"
+        )
     elif timestamp < 0:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
     else:
@@ -87,19 +97,33 @@ async def handle_list_offsets(deps: ListOffsetsDeps, context: RequestContext, re
     version = context.header.api_version
     module = responses.response_module(ApiKey.LIST_OFFSETS, version)
     topics = []
+    named = Counter(
+        (topic.name, partition.partition_index)
+        for topic in request.topics
+        for partition in topic.partitions
+    )
+    answered: set[tuple[str, int]] = set()
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
-            leader_epoch = 0
+            key = (topic.name, partition.partition_index)
+            if key in answered:
+                continue
+            answered.add(key)
+            leader_epoch = -1  # Kafka's answer without an offset (none found, or an error)
             try:
+                if named[key] > 1:
+                    # Kafka's handler: a partition named twice is answered once, refused.
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "partition named twice")
                 offset, timestamp = _lookup(
                     deps, topic.name, partition.partition_index, partition.timestamp,
                     int(getattr(partition, "current_leader_epoch", -1)),
                 )
                 code = ErrorCode.NONE
-                leader_epoch = deps.replication.leader_epoch(
-                    TopicPartition(topic.name, partition.partition_index)
-                )
+                if offset >= 0:
+                    leader_epoch = deps.replication.leader_epoch(
+                        TopicPartition(topic.name, partition.partition_index)
+                    )
             except KafkaError as error:
                 offset, timestamp, code = -1, -1, error.code
             partitions.append(
@@ -124,5 +148,39 @@ async def handle_list_offsets(deps: ListOffsetsDeps, context: RequestContext, re
     )
 
 
+async def handle_offset_for_leader_epoch(
+    deps: ListOffsetsDeps, context: RequestContext, request: Any
+) -> Any:
+    """Kafka's Partition.lastOffsetForLeaderEpoch: the topic and partition must exist, the
+    current_leader_epoch is checked (KIP-320), then the epoch cache answers; errors carry
+    epoch -1 and end offset -1."""
+    version = context.header.api_version
+    module = responses.response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for partition in topic.partitions:
+            tp = TopicPartition(topic.topic, partition.partition)
+            epoch, end_offset, code = -1, -1, ErrorCode.NONE
+            try:
+                epoch, end_offset = deps.replication.end_offset_for_epoch(
+                    tp, partition.leader_epoch,
+                    int(getattr(partition, "current_leader_epoch", -1)),
+                )
+            except KafkaError as error:
+                code = error.code
+            partitions.append(responses.build(
+                module.EpochEndOffset, error_code=code, partition=tp.partition,
+                leader_epoch=epoch, end_offset=end_offset))
+        topics.append(responses.build(
+            module.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(partitions)))
+    return responses.build(
+        responses.response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH, version), throttle_time=0,
+        topics=tuple(topics))
+
+
 def handlers(deps: ListOffsetsDeps) -> HandlerTable:
-    return {ApiKey.LIST_OFFSETS: partial(handle_list_offsets, deps)}
+    return {
+        ApiKey.LIST_OFFSETS: partial(handle_list_offsets, deps),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(handle_offset_for_leader_epoch, deps),
+    }

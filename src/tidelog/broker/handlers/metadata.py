@@ -14,8 +14,14 @@ from functools import partial
 from typing import Any
 
 from tidelog.broker.config import BrokerConfig
-from tidelog.broker.handlers.context import HandlerTable, RequestContext
-from tidelog.broker.metadata import TopicInfo
+from tidelog.broker.handlers.context import (
+    ALL_CLUSTER_OPERATIONS,
+    ALL_TOPIC_OPERATIONS,
+    HandlerTable,
+    RequestContext,
+    authorized_operations,
+)
+from tidelog.broker.metadata import TopicInfo, validate_topic_name
 from tidelog.broker.services import ClusterIdentity
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError
@@ -49,7 +55,18 @@ def requested_names(registry: TopicRegistry, request: Any, version: int) -> list
     return names
 
 
-def _topic_entry(deps: MetadataDeps, module: Any, info: TopicInfo) -> Any:
+def unknown_topic_ids(registry: TopicRegistry, request: Any) -> list[Any]:
+    """Topic ids asked for (v10+, without a name) that no topic has."""
+    return [
+        topic.topic_id
+        for topic in request.topics or ()
+        if getattr(topic, "name", None) is None
+        and getattr(topic, "topic_id", None) is not None
+        and registry.by_id(topic.topic_id) is None
+    ]
+
+
+def _topic_entry(deps: MetadataDeps, module: Any, info: TopicInfo, operations: int) -> Any:
     node_id = deps.config.node_id
     partitions = tuple(
         responses.build(
@@ -71,7 +88,7 @@ def _topic_entry(deps: MetadataDeps, module: Any, info: TopicInfo) -> Any:
         topic_id=info.topic_id,
         is_internal=info.internal,
         partitions=partitions,
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=operations,
     )
 
 
@@ -86,12 +103,22 @@ async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: 
     module = responses.response_module(ApiKey.METADATA, version)
     names = requested_names(deps.topics, request, version)
     allow_auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
+    topic_operations = authorized_operations(
+        getattr(request, "include_topic_authorized_operations", False), ALL_TOPIC_OPERATIONS
+    )
     entries = []
     if names is None:
-        entries = [_topic_entry(deps, module, info) for info in deps.topics.all()]
+        entries = [_topic_entry(deps, module, info, topic_operations) for info in deps.topics.all()]
     else:
         for name in dict.fromkeys(names):
             info = deps.topics.get(name)
+            if info is None:
+                try:
+                    # Kafka checks the name before looking further, auto-creation or not.
+                    validate_topic_name(name)
+                except KafkaError as error:
+                    entries.append(_error_entry(module, name, error.code))
+                    continue
             if info is None and allow_auto_create:
                 try:
                     info = deps.topics.auto_create(name)
@@ -105,7 +132,14 @@ async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: 
             if info is None:
                 entries.append(_error_entry(module, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                entries.append(_topic_entry(deps, module, info))
+                entries.append(_topic_entry(deps, module, info, topic_operations))
+        entries += [
+            responses.build(
+                module.MetadataResponseTopic, error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                topic_id=topic_id, partitions=(),
+            )
+            for topic_id in dict.fromkeys(unknown_topic_ids(deps.topics, request))
+        ]
     config = deps.config
     this_broker = responses.build(
         module.MetadataResponseBroker,
@@ -121,7 +155,10 @@ async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: 
         cluster_id=deps.identity.cluster_id,
         controller_id=config.node_id,
         topics=tuple(entries),
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=authorized_operations(
+            getattr(request, "include_cluster_authorized_operations", False),
+            ALL_CLUSTER_OPERATIONS,
+        ),
         error_code=ErrorCode.NONE,
     )
 

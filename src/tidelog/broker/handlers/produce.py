@@ -6,6 +6,13 @@ bytearray, so the views are writable). Each partition is all or nothing; partiti
 independently with Kafka's codes. acks=0 gets no response; acks=1 and acks=-1 (all: on a single
 node the in-sync set is this node) answer after the append, or after fsync when the partition's
 durability is `sync` (group commit on the LogManager's fsync thread).
+
+Checks in Kafka's order: the request (acks; transactional batches need a transactional id,
+KafkaApis.handleProduceRequest), per partition the topic, the record set's shape
+(ProduceRequest.validateRecords: one whole magic-2 batch), no client writes to an internal
+topic (ReplicaManager.appendToLocalLog), then the log's own checks with AppendOrigin.CLIENT
+(storage/log_validator.py). Errors raised once the partition's log is found carry its log
+start offset, as Kafka's do.
 """
 
 from __future__ import annotations
@@ -20,14 +27,25 @@ from typing import Any
 from tidelog.broker import clock
 from tidelog.broker.delayed import AppendWaiters
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.services import Metrics, PartitionReplication
 from tidelog.broker.topic_registry import TopicRegistry
-from tidelog.errors import ErrorCode, KafkaError
+from tidelog.errors import CorruptRecordError, ErrorCode, InvalidRecordError, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.wire import ProduceRequestData
-from tidelog.records.batch import split_batches
+from tidelog.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_POSITION,
+    MAGIC_V2,
+    RecordBatch,
+    iter_batches,
+    peek_batch_size,
+    split_batches,
+)
 from tidelog.storage.log import PartitionLog
+from tidelog.storage.log_validator import AppendOrigin
 from tidelog.types import TopicPartition
 
 log = logging.getLogger("tidelog.broker.produce")
@@ -50,6 +68,67 @@ def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
     return datetime.datetime.fromtimestamp(log_append_time_ms / 1000, tz=datetime.UTC)
 
 
+# ReplicaManager.appendToLocalLog answers these with UNKNOWN_LOG_APPEND_INFO (log start -1);
+# every other failure of the log's append carries the partition's log start offset.
+_ERRORS_WITHOUT_LOG_START = frozenset({
+    ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+})
+
+_MIN_BATCH_LENGTH = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+_HEADER_SIZE_UP_TO_MAGIC = MAGIC_POSITION + 1
+
+
+def _request_batches(records: bytes | bytearray | memoryview) -> list[RecordBatch]:
+    """Kafka's ProduceRequest.validateRecords (v3+) over its batch iterator
+    (ByteBufferLogInputStream.nextBatch): no whole batch (empty, or cut short) and a magic
+    below 2 are INVALID_RECORD; a batchLength below any batch's or a magic above 2 is
+    CORRUPT_MESSAGE."""
+    no_batch = InvalidRecordError(
+        "Produce requests with version 3 and above must have at least one record batch per "
+        "partition"
+    )
+    if len(records) < LOG_OVERHEAD:
+        raise no_batch
+    size = peek_batch_size(records)
+    if size - LOG_OVERHEAD < _MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"record size {size - LOG_OVERHEAD} is less than the minimum")
+    if len(records) < max(size, _HEADER_SIZE_UP_TO_MAGIC):
+        raise no_batch
+    magic = records[MAGIC_POSITION]
+    if magic > MAGIC_V2:
+        raise CorruptRecordError(f"invalid magic {magic}")
+    if magic < MAGIC_V2:
+        raise InvalidRecordError(
+            "Produce requests with version 3 and above are only allowed to contain record "
+            "batches with magic version 2"
+        )
+    batches = split_batches(records)
+    if len(batches) != 1:
+        raise InvalidRecordError(
+            "Produce requests with version 3 and above must carry exactly one record batch "
+            "per partition"
+        )
+    return batches
+
+
+def _has_transactional_records(request: ProduceRequestData) -> bool:
+    """Kafka's ProduceRequest.hasTransactionalRecords: a header bit of any whole batch."""
+    for topic in request.topics:
+        for partition in topic.partitions:
+            records = partition.records
+            if records is None or len(records) < HEADER_SIZE:
+                continue
+            for batch in iter_batches(records):
+                if batch.magic == MAGIC_V2 and batch.is_transactional:
+                    return True
+    return False
+
+
 async def handle_produce(
     deps: ProduceDeps, context: RequestContext, request: ProduceRequestData
 ) -> Any | None:
@@ -58,10 +137,12 @@ async def handle_produce(
     partition_cls = module.PartitionProduceResponse
     now_ms = clock.now_ms()
     request_error: ErrorCode | None = None
-    if request.acks not in (0, 1, -1):
-        request_error = ErrorCode.INVALID_REQUIRED_ACKS
-    elif request.transactional_id is not None:
+    if request.transactional_id is not None or _has_transactional_records(request):
+        # Tidelog serves no transactions (docs/decisions.md); Kafka answers a transactional
+        # batch without a transactional id the same way, before it looks at acks.
         request_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif request.acks not in (0, 1, -1):
+        request_error = ErrorCode.INVALID_REQUIRED_ACKS
 
     durable_waits: list[tuple[PartitionLog, int, dict[str, Any]]] = []
     replication = deps.replication
@@ -81,26 +162,32 @@ async def handle_produce(
                 continue
             fields: dict[str, Any] = {"index": partition.index, "base_offset": -1}
             tp = TopicPartition(topic.name, partition.index)  # one per partition, shared below
+            log_start_offset = -1  # known once the partition's log is found
             try:
                 if request_error is not None:
                     raise KafkaError(request_error)
                 if partition.records is None:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "null record set")
                 leader_epoch = replication.check_produce(tp, request.acks)
-                partition_log = deps.topics.partition_log(topic.name, partition.index)
-                batches = split_batches(partition.records)
-                if len(batches) != 1:
-                    # Kafka's ProduceRequest.validateRecords, for every version served (3+).
+                batches = _request_batches(partition.records)
+                if topic.name in INTERNAL_TOPICS:
+                    # Only the coordinators write there (a forged record would be replayed
+                    # into group state on the next load).
                     raise KafkaError(
-                        ErrorCode.INVALID_RECORD,
-                        "Produce requests with version 3 and above must carry exactly one "
-                        "record batch per partition",
+                        ErrorCode.INVALID_TOPIC_EXCEPTION,
+                        f"Cannot append to internal topic {topic.name}",
                     )
-                result = partition_log.append(batches, now_ms=now_ms, leader_epoch=leader_epoch)
+                partition_log = deps.topics.partition_log(topic.name, partition.index)
+                log_start_offset = partition_log.log_start_offset
+                result = partition_log.append(
+                    batches, now_ms=now_ms, leader_epoch=leader_epoch, origin=AppendOrigin.CLIENT
+                )
             except KafkaError as error:
                 log.debug("produce %s-%d: %s", topic.name, partition.index, error)
                 deps.metrics.record_error(ApiKey.PRODUCE, error.code.name)
                 fields.update(error_code=error.code, error_message=error.message or None)
+                if log_start_offset >= 0 and error.code not in _ERRORS_WITHOUT_LOG_START:
+                    fields["log_start_offset"] = log_start_offset
             except OSError as error:
                 # Disk full or failing: the segment rolled the append back; Kafka's answer.
                 log.warning("produce %s-%d: %s", topic.name, partition.index, error)

@@ -29,10 +29,14 @@ async def handle_init_producer_id(
 ) -> Any:
     cls = responses.response_class(ApiKey.INIT_PRODUCER_ID, context.header.api_version)
     if request.transactional_id is not None:
+        # Transactions are not served (docs/decisions.md); an empty transactional id is
+        # INVALID_REQUEST first, as Kafka's TransactionCoordinator.handleInitProducerId says.
+        empty = request.transactional_id == ""
         return responses.build(
             cls,
             throttle_time=0,
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            error_code=(ErrorCode.INVALID_REQUEST if empty
+                        else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
             producer_id=-1,
             producer_epoch=-1,
         )

@@ -169,9 +169,11 @@ class Connection(asyncio.BufferedProtocol):
 
     def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> None:
         if api_key == ApiKey.API_VERSIONS:
-            # Kafka's fallback: answer in the v0 layout with the full list; the client retries.
+            # Kafka's fallback (KIP-511): the v0 layout listing ApiVersions' own range, all a
+            # client needs to retry with a version both sides speak.
             header = RequestHeader(ApiKey.API_VERSIONS, 0, correlation_id, None, False)
-            versions = self._router.advertised_versions()
+            own = self._router.advertised_versions()[ApiKey.API_VERSIONS]
+            versions: dict[int, tuple[int, int]] = {ApiKey.API_VERSIONS: own}
             frame = encode_unsupported_api_versions(correlation_id, versions)
             done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             done.set_result(Outgoing((frame,), len(frame)))
