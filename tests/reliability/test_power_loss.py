@@ -94,17 +94,6 @@ def test_journal_reader_and_mutations(tmp_path: Path) -> None:
             assert len(content) == 150
 
 
-@pytest.mark.soak
-@pytest.mark.skipif(
-    "TIDELOG_POWER_LOSS_SOAK" not in os.environ, reason="soak: set TIDELOG_POWER_LOSS_SOAK=1"
-)
-def test_power_loss_soak(tmp_path: Path) -> None:
-    report = run(tmp_path, crashes=_crashes(2000), durability="sync", seed=_seed(),
-                 shim_dir=SHIM_CACHE)
-    _assert_consistent(report)
-    assert report.lost_acked == 0 and report.reordered == 0, report.summary()
-
-
 CREATE_AND_ROLL = """
 import os
 import sys

@@ -7,6 +7,7 @@ must not block. The rules themselves are pure, in `isr.py`.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 from typing import TYPE_CHECKING
@@ -24,15 +25,16 @@ if TYPE_CHECKING:
     from tidelog.broker.state import Broker
 
 
-class LeaderRequests:
+class LeaderRequests(abc.ABC):
     broker: Broker
     settings: ClusterSettings
     node_id: int
     view: ClusterView | None
     partitions: dict[TopicPartition, ReplicaState]
 
+    @abc.abstractmethod
     def _write_isr(self, state: ReplicaState, new_isr: tuple[int, ...]) -> None:
-        raise NotImplementedError  # Replication writes ISR changes to ZooKeeper
+        """Write an ISR change (Replication: to ZooKeeper, before adopting it)."""
 
     # ------------------------------------------------------------ requests
 
