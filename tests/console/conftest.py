@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import os
-import selectors
 import subprocess
 import sys
 import time
@@ -16,7 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import BrokerFactory, BrokerProcess
+from conftest import (
+    BrokerFactory,
+    BrokerProcess,
+    _read_ready_line,  # the root conftest's ready-line reader
+)
 from tidelog.cluster.zookeeper_server import free_port
 
 PASSWORD = "tide-secret"
@@ -72,32 +74,12 @@ def start_console(tmp: Path, bootstrap: str, metrics_port: int,
              "--listen", "127.0.0.1:0", "--config", str(config)],
             stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL)
     console = ConsoleProcess("", process, log_path, audit)
-    line = _read_line(process, 30.0)
+    line = _read_ready_line(process, 30.0)
     if not line.startswith(CONSOLE_READY):
         console.stop()
         pytest.fail(f"console did not start: {line!r}\n{console.log_text()}")
     console.url = line[len(CONSOLE_READY):].strip()
     return console
-
-
-def _read_line(process: subprocess.Popen[bytes], timeout_s: float) -> str:
-    assert process.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout_s
-    line = b""
-    try:
-        while not line.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not selector.select(remaining):
-                return f"<no ready line after {timeout_s}s>"
-            chunk = os.read(process.stdout.fileno(), 1)
-            if not chunk:
-                return f"<exited with {process.wait()}> {line.decode(errors='replace')}"
-            line += chunk
-    finally:
-        selector.close()
-    return line.decode()
 
 
 def sign_in(url: str, password: str = PASSWORD, user: str = "tester") -> httpx.Client:
