@@ -211,6 +211,18 @@ _ENTRIES: list[Known] = [
         ("idempotence.v9-duplicate-seq-0",
          "responses/idem/partition_responses/0/log_append_time", "1600000001000", "None"),
     ),
+    *_cause(
+        LEGIT,
+        "An unknown producer's first batch on a partition that never held a record must start "
+        "at sequence 0: Tidelog refuses a later sequence as Kafka 4.5 does (KAFKA-15591), so a "
+        "retried first request to a just-created partition is not refused forever while a "
+        "later one was appended; Kafka 4.3 appends it",
+        ("idempotence.v9-never-written-partition-seq-5",
+         "responses/idem/partition_responses/1/error_code", "NONE(0)",
+         "OUT_OF_ORDER_SEQUENCE_NUMBER(45)"),
+        ("idempotence.v9-never-written-partition-seq-5",
+         "responses/idem/partition_responses/1/base_offset", "0", "-1"),
+    ),
     # ------------------------------------------------------------------ Fetch
     *_cause(
         LEGIT,

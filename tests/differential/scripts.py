@@ -959,13 +959,15 @@ def _produce(t: str) -> Session:
 
 def _idempotence(t: str) -> Session:
     ip = f"{t}idem"
-    steps = [*setup_topic(ip), setup_producer_ids()]
+    steps = [*setup_topic(ip, 2), setup_producer_ids()]
 
     def capture_pid(response: Any, ctx: Ctx) -> None:
         ctx["pid"] = response["producer_id"]
         ctx["epoch"] = response["producer_epoch"]
 
-    def idem(seq: int, n: int = 1, epoch_delta: int = 0, pid: int | None = None):
+    def idem(
+        seq: int, n: int = 1, epoch_delta: int = 0, pid: int | None = None, partition: int = 0
+    ):
         def body(ctx: Ctx) -> dict[str, Any]:
             data = batch(
                 records(n, seq),
@@ -973,7 +975,7 @@ def _idempotence(t: str) -> Session:
                 producer_epoch=ctx["epoch"] + epoch_delta,
                 base_sequence=seq,
             )
-            return produce_body(ip, {0: data})
+            return produce_body(ip, {partition: data})
 
         return body
 
@@ -990,6 +992,7 @@ def _idempotence(t: str) -> Session:
         Step("v9-future-epoch-seq-5", PRODUCE, 9, idem(5, 1, epoch_delta=1)),
         Step("v9-unknown-producer-seq-0", PRODUCE, 9, idem(0, 1, pid=999_999)),
         Step("v9-unknown-producer-seq-9", PRODUCE, 9, idem(9, 1, pid=999_998)),
+        Step("v9-never-written-partition-seq-5", PRODUCE, 9, idem(5, 1, partition=1)),
         Step("v11-fetch", FETCH, 11, fetch_body(11, ip, 0)),
     ]
     return Session("idempotence", steps)

@@ -64,6 +64,22 @@ def test_gaps_and_stale_epochs_rejected(tmp_path: Path) -> None:
     log.close()
 
 
+def test_empty_partition_accepts_only_a_first_sequence_of_zero(tmp_path: Path) -> None:
+    """KAFKA-15591 (Kafka 4.5): a later in-flight batch that reaches a just-created partition
+    before the first one is refused, so the first one's retry is not refused forever."""
+    log = PartitionLog(TP, tmp_path / "p", CONFIG)
+    with pytest.raises(KafkaError) as info:
+        produce(log, 17)
+    assert info.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.log_end_offset == 0
+    assert produce(log, 0) == (0, 1, False)
+    assert produce(log, 2) == (2, 3, False)
+    # Once the log held records, an unknown producer may start anywhere (KIP-360: its history
+    # may have been removed by retention), as before.
+    assert produce(log, 40, producer_id=2000) == (4, 5, False)
+    log.close()
+
+
 def test_state_survives_clean_reopen_and_crash(tmp_path: Path) -> None:
     directory = tmp_path / "p"
     log = PartitionLog(TP, directory, CONFIG)

@@ -112,7 +112,9 @@ class PartitionLog:
         total_size = log_validator.validate_batches(batches, self.config, origin)
         if self.config.compacts:
             log_validator.require_keys(batches, self.config.max_message_bytes)
-        duplicate = self.producer_state.check_append(batches)
+        duplicate = self.producer_state.check_append(
+            batches, never_written=self.log_end_offset == 0
+        )
         if duplicate is not None:
             return AppendResult(
                 duplicate.first_offset, duplicate.last_offset, -1, self._log_start_offset, True

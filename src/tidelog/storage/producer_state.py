@@ -93,11 +93,26 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
 
     def check(
-        self, producer_id: int, producer_epoch: int, first_sequence: int, last_sequence: int
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        first_sequence: int,
+        last_sequence: int,
+        *,
+        never_written: bool = False,
     ) -> BatchMetadata | None:
         """Validate one idempotent batch; returns the original batch if it is a duplicate."""
         entry = self.producers.get(producer_id)
         if entry is None:
+            if never_written and first_sequence != 0:
+                # A log that never held a record cannot have lost this producer's history, so
+                # a later batch arriving first is out of order (KAFKA-15591, Kafka 4.5): else a
+                # retried first request to a just-created partition is refused forever.
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {producer_id}: first sequence {first_sequence} on an empty "
+                    "partition, expected 0",
+                )
             # Unknown producer (new, or its state expired with retention): accept, as Kafka
             # does since KIP-360, rather than fence a producer whose history was deleted.
             return None
@@ -125,9 +140,12 @@ class ProducerStateManager:
             )
         return None
 
-    def check_append(self, batches: Sequence[RecordBatch]) -> BatchMetadata | None:
+    def check_append(
+        self, batches: Sequence[RecordBatch], *, never_written: bool = False
+    ) -> BatchMetadata | None:
         """Check one append's batches; the original batch if the append is a duplicate.
-        A producer's batches inside one append must follow each other."""
+        A producer's batches inside one append must follow each other. `never_written`: the
+        log has never held a record (its end offset is 0)."""
         pending: dict[int, tuple[int, int]] = {}
         for batch in batches:
             producer_id, sequence = batch.producer_id, batch.base_sequence
@@ -142,7 +160,9 @@ class ProducerStateManager:
                         f"producer {producer_id}: sequence {sequence} after {last_sequence}",
                     )
             else:
-                original = self.check(producer_id, epoch, sequence, batch.last_sequence)
+                original = self.check(
+                    producer_id, epoch, sequence, batch.last_sequence, never_written=never_written
+                )
                 if original is not None:
                     if len(batches) == 1:
                         return original

@@ -11,6 +11,7 @@ import java.util.concurrent.Future;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -55,6 +56,17 @@ public final class Clients {
                 newTopics.add(new NewTopic(topic, PARTITIONS, (short) 1));
             }
             admin.createTopics(newTopics).all().get();
+            // Kafka before 4.5 (KAFKA-15591) can refuse an idempotent producer's first batch
+            // forever when it reaches a partition its leader has not created yet while a
+            // later batch arrives after: wait until every leader answers ListOffsets (the
+            // admin client retries until it does).
+            Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+            for (String topic : topics) {
+                for (int p = 0; p < PARTITIONS; p++) {
+                    latest.put(new TopicPartition(topic, p), OffsetSpec.latest());
+                }
+            }
+            admin.listOffsets(latest).all().get();
         }
         for (String codec : CODECS) {
             for (String acks : ACKS) {
