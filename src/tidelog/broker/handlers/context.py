@@ -17,6 +17,7 @@ from typing import Any
 
 from tidelog.protocol.codec import RequestHeader
 from tidelog.protocol.versions import SUPPORTED_VERSIONS
+from tidelog.security.principal import ANONYMOUS, KafkaPrincipal
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,10 @@ class RequestContext:
     header: RequestHeader
     client_host: str
     client_port: int
+    # Who sent it (set by the connection once TLS/SASL authenticated it) and on which listener
+    # (Metadata answers with that listener's endpoints; ARCHITECTURE D13).
+    principal: KafkaPrincipal = ANONYMOUS
+    listener_name: str = "PLAINTEXT"
 
 
 # The request is a kio entity (or wire.ProduceRequestData), whose classes kio generates per
