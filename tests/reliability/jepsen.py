@@ -51,6 +51,7 @@ BROKER_PORT = 9092
 SESSION_TIMEOUT_MS = 3000
 TOPIC = "jepsen"
 PARTITIONS = 3
+REPLICATION_FACTOR = 3
 WORKLOAD = Path(__file__).with_name("jepsen_workload.py")
 NEMESES = ("kill", "pause", "isolate", "leader-zk", "majority", "asymmetric", "bridge",
            "zk-isolated")
@@ -75,7 +76,7 @@ admin = AdminClient({"bootstrap.servers": sys.argv[1], "log_level": 0})
 deadline = time.monotonic() + 90
 while True:
     try:
-        admin.create_topics([NewTopic(sys.argv[2], int(sys.argv[3]), 3,
+        admin.create_topics([NewTopic(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
                                       config={"min.insync.replicas": "2"})])[sys.argv[2]].result(20)
         break
     except Exception as error:
@@ -212,7 +213,7 @@ def wait_healthy(cluster: NetnsCluster, timeout_s: float) -> None:
     while time.monotonic() < deadline:
         last = cluster.metadata()
         if "error" not in last and len(last) == PARTITIONS and all(
-            leader > 0 and len(isr) == cluster.count for leader, isr in last.values()
+            leader > 0 and len(isr) == REPLICATION_FACTOR for leader, isr in last.values()
         ):
             return
         time.sleep(1)
@@ -349,7 +350,8 @@ def run(directory: Path, *, seed: int, seconds: float, brokers: int = 3,
             for node_id in range(1, brokers + 1):
                 cluster.start_broker(node_id)
             net.run("client", [sys.executable, "-c", CREATE, cluster.bootstrap, TOPIC,
-                               str(PARTITIONS)], check=True, capture_output=True, timeout=120)
+                               str(PARTITIONS), str(REPLICATION_FACTOR)],
+                    check=True, capture_output=True, timeout=120)
             wait_healthy(cluster, 120)
             workload = _run_workload(cluster, seconds, history_dir)
             started = time.monotonic()
