@@ -10,10 +10,10 @@
     0  timestamp       int64    largest maxTimestamp of every batch up to and including ...
     8  relativeOffset  uint32   ... this batch (its baseOffset minus the segment's base offset)
 
-Both files are created at `segment.index.bytes` (rounded down to whole entries; sparse, with
-disk blocks reserved 64 KiB ahead of the entries so a full disk is an OSError, not SIGBUS) and
-trimmed to their entries when the segment is sealed or closed, so on open
-`entries = size // entry_size`.
+Both files are sized to `segment.index.bytes` (rounded down to whole entries; sparse, with
+disk blocks reserved 64 KiB ahead of the entries so a full disk is an OSError, not SIGBUS) when
+their first entry is written (an index with no entries stays empty, unmapped) and trimmed to
+their entries when the segment is sealed or closed, so on open `entries = size // entry_size`.
 Entries are strictly increasing in every field. An entry is added for a batch when more than
 `index.interval.bytes` were appended since the previous entry; the time index adds one only when
 the segment's max timestamp grew, plus a final one when the segment is sealed, closed or rebuilt.
@@ -43,44 +43,59 @@ class IndexCorruptError(CorruptRecordError):
 
 
 class _MappedIndex:
-    """A file of fixed-size entries, mapped read/write, with an entry count."""
+    """A file of fixed-size entries, mapped read/write, with an entry count.
+
+    Lazy, as Kafka's LazyIndex: no file descriptor is held and nothing is mapped until an entry
+    is written or read, and the descriptor used to map is closed at once (the mapping keeps
+    its own), so an idle partition costs the broker one descriptor (its .log), not five."""
 
     entry: struct.Struct
 
     def __init__(self, path: Path, max_index_bytes: int, *, writable: bool) -> None:
         self.path = path
         self.max_entries = max(1, max_index_bytes // self.entry.size)
-        exists = path.exists()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        size = os.fstat(self._fd).st_size if exists else 0
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
         if size % self.entry.size:
-            os.close(self._fd)
             raise IndexCorruptError(f"{path.name}: size {size} is not a multiple of entries")
         self.entries = size // self.entry.size
         self._mmap: mmap.mmap | None = None
         self._allocated_bytes = size  # file bytes backed by disk blocks (not a sparse hole)
-        self.writable = False
-        if writable:
-            self.make_writable()
-        else:
-            self._map(size)
+        self.writable = writable
 
-    def _map(self, size: int) -> None:
+    def _mapping(self) -> mmap.mmap | None:
+        """The mapping, made on first use: writable at max entries (the file sized sparse to
+        it), else exactly the entries. None while there is nothing to map."""
+        if self._mmap is None:
+            slots = max(self.max_entries, self.entries) if self.writable else self.entries
+            size = slots * self.entry.size
+            if size == 0:
+                return None
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                if self.writable and os.fstat(fd).st_size < size:
+                    os.ftruncate(fd, size)
+                self._mmap = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
+        return self._mmap
+
+    def _unmap(self) -> None:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
-        if size > 0:
-            self._mmap = mmap.mmap(self._fd, size)
 
     def make_writable(self) -> None:
-        """Size the file to max entries (sparse) and map it; `_store` allocates blocks ahead of
-        the entries it writes, because storing into a sparse page of a full disk is SIGBUS."""
+        """Appends may follow: the next use maps the file at max entries; `_store` allocates
+        blocks ahead of the entries it writes, because storing into a sparse page of a full
+        disk is SIGBUS."""
         if self.writable:
             return
-        size = max(self.max_entries, self.entries) * self.entry.size
-        os.ftruncate(self._fd, size)
+        self._unmap()
         self._allocated_bytes = self.entries * self.entry.size
-        self._map(size)
         self.writable = True
 
     def trim(self) -> None:
@@ -88,9 +103,13 @@ class _MappedIndex:
         size = self.entries * self.entry.size
         if self._mmap is not None:
             self._mmap.flush()
-        self._map(0)
-        os.ftruncate(self._fd, size)
-        self._map(size)
+        self._unmap()
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+        self._allocated_bytes = size
         self.writable = False
 
     @property
@@ -106,40 +125,46 @@ class _MappedIndex:
         self.truncate_entries(0)
 
     def truncate_entries(self, entries: int) -> None:
-        if self._mmap is not None and entries < self.entries:
-            start = entries * self.entry.size
-            end = self.entries * self.entry.size
-            self._mmap[start:end] = bytes(end - start)
+        if entries < self.entries:
+            mapped = self._mapping()
+            if mapped is not None:
+                start = entries * self.entry.size
+                end = self.entries * self.entry.size
+                mapped[start:end] = bytes(end - start)
         self.entries = entries
 
     def raw_entries(self) -> bytes:
-        if self._mmap is None:
+        if self.entries == 0:
             return b""
-        return self._mmap[: self.entries * self.entry.size]
+        mapped = self._mapping()
+        assert mapped is not None
+        return mapped[: self.entries * self.entry.size]
 
     def _store(self, *fields: int) -> None:
-        if self._mmap is None or self.entries >= len(self._mmap) // self.entry.size:
+        mapped = self._mapping() if self.writable else None
+        if mapped is None or self.entries >= len(mapped) // self.entry.size:
             raise IndexCorruptError(f"{self.path.name}: append to a full or sealed index")
         start = self.entries * self.entry.size
         if start + self.entry.size > self._allocated_bytes:
             # Disk full raises OSError (ENOSPC) here, before the mapping is touched.
-            length = min(_ALLOCATE_BYTES, len(self._mmap) - self._allocated_bytes)
-            os.posix_fallocate(self._fd, self._allocated_bytes, length)
+            length = min(_ALLOCATE_BYTES, len(mapped) - self._allocated_bytes)
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, self._allocated_bytes, length)
+            finally:
+                os.close(fd)
             self._allocated_bytes += length
-        self.entry.pack_into(self._mmap, start, *fields)
+        self.entry.pack_into(mapped, start, *fields)
         self.entries += 1
 
     def _field(self, slot: int, field: int) -> int:
-        assert self._mmap is not None
-        value: int = self.entry.unpack_from(self._mmap, slot * self.entry.size)[field]
+        mapped = self._mapping()
+        assert mapped is not None
+        value: int = self.entry.unpack_from(mapped, slot * self.entry.size)[field]
         return value
 
     def close(self) -> None:
-        self._map(0)
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
+        self._unmap()
 
 
 def _strictly_increasing(values: array[int]) -> bool:
@@ -153,8 +178,9 @@ class OffsetIndex(_MappedIndex):
         self._store(relative_offset, position)
 
     def entry_at(self, slot: int) -> tuple[int, int]:
-        assert self._mmap is not None
-        rel, pos = self.entry.unpack_from(self._mmap, slot * self.entry.size)
+        mapped = self._mapping()
+        assert mapped is not None
+        rel, pos = self.entry.unpack_from(mapped, slot * self.entry.size)
         return int(rel), int(pos)
 
     def lookup(self, relative_offset: int) -> tuple[int, int]:
@@ -200,8 +226,9 @@ class TimeIndex(_MappedIndex):
         self._store(timestamp, relative_offset)
 
     def entry_at(self, slot: int) -> tuple[int, int]:
-        assert self._mmap is not None
-        timestamp, rel = self.entry.unpack_from(self._mmap, slot * self.entry.size)
+        mapped = self._mapping()
+        assert mapped is not None
+        timestamp, rel = self.entry.unpack_from(mapped, slot * self.entry.size)
         return int(timestamp), int(rel)
 
     @property

@@ -87,6 +87,11 @@ def _ms(value: Any) -> int:
     return int(value.total_seconds() * 1000)
 
 
+# Each slice of a response holds a private descriptor until it is sent: a consumer of 10,000
+# small partitions must not need 10,000 of them at once (EMFILE). Past this many, partitions
+# are answered without records, as past fetch.max.bytes, and come in the next Fetch.
+MAX_SEGMENT_FILES_PER_FETCH = 256
+
 _UNKNOWN = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
@@ -106,6 +111,7 @@ def _read_all(
     default, an empty list (KafkaApis answers it before reading)."""
     by_topic: dict[tuple[str, uuid.UUID], list[FetchPartitionData]] = {}
     total = 0
+    files = 0  # private segment files opened for this response (each one a descriptor)
     errors = False
     for item in wanted:
         entries = by_topic.setdefault((item.name, item.topic_id), [])
@@ -120,6 +126,8 @@ def _read_all(
                 item.current_leader_epoch,
             )
             limit = max(0, min(item.partition_max_bytes, max_bytes - total))
+            if files >= MAX_SEGMENT_FILES_PER_FETCH:
+                limit = 0  # the rest come in the next Fetch, as past fetch.max.bytes
             result = partition_log.read(
                 item.fetch_offset,
                 limit,
@@ -142,6 +150,7 @@ def _read_all(
             if piece.length
         ]
         total += result.size
+        files += len(slices)
         entries.append(
             FetchPartitionData(
                 item.partition,
