@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
 from conftest import BrokerFactory, BrokerProcess
+
 from . import clients
 from .clients import acl
 
