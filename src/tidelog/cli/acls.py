@@ -104,6 +104,11 @@ def _entries(
     return found
 
 
+def _filter(*fields: Any) -> AclBindingFilter:
+    """An AclBindingFilter; None fields match anything (confluent-kafka's stubs say str)."""
+    return AclBindingFilter(*fields)
+
+
 def _resource_options(func: Any) -> Any:
     for option in reversed([
         click.option("--topic", "topics", multiple=True, help="Topic name (or prefix, or *)."),
@@ -144,6 +149,10 @@ def _describe(binding: Any) -> str:
         f"(principal={binding.principal}, host={binding.host}, "
         f"operation={binding.operation.name}, permissionType={binding.permission_type.name})"
     )
+
+
+def _on(binding: Any) -> str:
+    return f"{binding.restype.name}:{binding.name}"
 
 
 def _print_grouped(bindings: Iterable[Any]) -> None:
@@ -204,7 +213,7 @@ def add_command(
     client = _admin(bootstrap, command_config)
     for binding, future in client.create_acls(bindings, request_timeout=TIMEOUT_S).items():
         _result(future)
-        click.echo(f"Added {_describe(binding)} on {binding.restype.name}:{binding.name}")
+        click.echo(f"Added {_describe(binding)} on {_on(binding)}")
 
 
 @acls.command("list")
@@ -218,14 +227,14 @@ def list_command(
     pattern_type = _PATTERNS[pattern.lower()]
     resources = _resources(topics, groups, cluster, transactional_ids)
     filters = [
-        AclBindingFilter(restype, name, pattern_type, principal, None, AclOperation.ANY,
+        _filter(restype, name, pattern_type, principal, None, AclOperation.ANY,
                          AclPermissionType.ANY)
-        for restype, name in resources or [(ResourceType.ANY, None)]
+        for restype, name in resources
         for principal in principals or (None,)
     ]
     if not resources:  # every resource: every pattern type too
         filters = [
-            AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+            _filter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
                              AclOperation.ANY, AclPermissionType.ANY)
             for principal in principals or (None,)
         ]
@@ -259,7 +268,7 @@ def remove_command(
     if not entries:  # kafka-acls --remove with only a resource: all of its ACLs
         entries = [(None, None, AclOperation.ANY, AclPermissionType.ANY)]
     filters = [
-        AclBindingFilter(restype, name, pattern_type, principal, host, op, permission)
+        _filter(restype, name, pattern_type, principal, host, op, permission)
         for restype, name in resources
         for principal, host, op, permission in entries
     ]
@@ -268,6 +277,6 @@ def remove_command(
     for future in client.delete_acls(filters, request_timeout=TIMEOUT_S).values():
         removed += _result(future)
     for binding in removed:
-        click.echo(f"Removed {_describe(binding)} on {binding.restype.name}:{binding.name}")
+        click.echo(f"Removed {_describe(binding)} on {_on(binding)}")
     if not removed:
         click.echo("No matching ACLs")
