@@ -40,7 +40,8 @@ from broker.raw import RawClient, request_module
 from tidelog.errors import ErrorCode
 
 FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH = 1, 2, 8, 9
-INIT_PRODUCER_ID, DESCRIBE_ACLS, DESCRIBE_CLUSTER = 22, 29, 60
+FIND_COORDINATOR, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_ACLS = 10, 22, 23, 29
+OFFSET_DELETE, DESCRIBE_CLUSTER, CONSUMER_GROUP_HEARTBEAT = 47, 60, 68
 ANONYMOUS = "User:ANONYMOUS"
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
 WAIT_S = 20.0
@@ -437,6 +438,53 @@ def describe_acls_raw(bootstrap: str) -> str:
             principal_filter=None, host_filter=None, operation=1, permission_type=1,
         ))
     return _code_name(response.error_code)
+
+
+def offset_delete_raw(bootstrap: str, topic: str, group: str) -> str:
+    """OffsetDelete v0 of partition 0: the top-level error, else the partition's."""
+    with RawClient(bootstrap) as client:
+        module = request_module(OFFSET_DELETE, 0)
+        response = client.call(OFFSET_DELETE, 0, module.OffsetDeleteRequest(
+            group_id=group, topics=(module.OffsetDeleteRequestTopic(
+                name=topic, partitions=(module.OffsetDeleteRequestPartition(partition_index=0),),
+            ),),
+        ))
+    top = _code_name(response.error_code)
+    return top or _code_name(response.topics[0].partitions[0].error_code)
+
+
+def offset_for_leader_epoch_raw(bootstrap: str, topic: str) -> str:
+    with RawClient(bootstrap) as client:
+        module = request_module(OFFSET_FOR_LEADER_EPOCH, 4)
+        response = client.call(OFFSET_FOR_LEADER_EPOCH, 4, module.OffsetForLeaderEpochRequest(
+            replica_id=-1, topics=(module.OffsetForLeaderTopic(
+                topic=topic, partitions=(module.OffsetForLeaderPartition(
+                    partition=0, leader_epoch=0,
+                ),),
+            ),),
+        ))
+    return _code_name(response.topics[0].partitions[0].error_code)
+
+
+def consumer_group_heartbeat_raw(bootstrap: str, topic: str, group: str) -> str:
+    """A KIP-848 member joining (ConsumerGroupHeartbeat v0, epoch 0) subscribed to `topic`."""
+    with RawClient(bootstrap) as client:
+        module = request_module(CONSUMER_GROUP_HEARTBEAT, 0)
+        response = client.call(CONSUMER_GROUP_HEARTBEAT, 0, module.ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id="", member_epoch=0,
+            rebalance_timeout=timedelta(seconds=30), subscribed_topic_names=(topic,),
+            topic_partitions=(),
+        ))
+    return _code_name(response.error_code)
+
+
+def find_transaction_coordinator_raw(bootstrap: str, transactional_id: str) -> str:
+    with RawClient(bootstrap) as client:
+        module = request_module(FIND_COORDINATOR, 4)
+        response = client.call(FIND_COORDINATOR, 4, module.FindCoordinatorRequest(
+            key_type=1, coordinator_keys=(transactional_id,),
+        ))
+    return _code_name(response.coordinators[0].error_code)
 
 
 def _code_name(code: Any) -> str:

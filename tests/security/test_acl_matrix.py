@@ -23,6 +23,7 @@ from . import clients
 from .clients import acl
 
 TOPIC, DOOMED, GROUP = "matrix-topic", "matrix-doomed", "matrix-group"
+DOOMED_GROUP, OFFSETS_GROUP = "matrix-doomed-group", "matrix-offsets-group"
 Op, RT = AclOperation, ResourceType
 PREFIXED = ResourcePatternType.PREFIXED
 
@@ -49,11 +50,13 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
         clients.set_acls(bootstrap, [
             acl(RT.BROKER, "kafka-cluster", Op.CREATE),
             topic_acl(Op.WRITE), topic_acl(Op.READ), group_acl(Op.READ),
+            group_acl(Op.READ, DOOMED_GROUP), group_acl(Op.READ, OFFSETS_GROUP),
         ])
         assert clients.create_topic(bootstrap, TOPIC) == ""
         assert clients.create_topic(bootstrap, DOOMED) == ""
         assert clients.produce(bootstrap, TOPIC) == ""
-        assert clients.commit_offset(bootstrap, TOPIC, GROUP) == ""
+        for group in (GROUP, DOOMED_GROUP, OFFSETS_GROUP):
+            assert clients.commit_offset(bootstrap, TOPIC, group) == ""
         yield broker
     finally:
         bad = factory.stop_all()
@@ -145,6 +148,36 @@ ROWS = [
     Row("DescribeGroups", lambda b: clients.describe_group(b, GROUP),
         [group_acl(Op.DESCRIBE)], "", [group_acl(Op.DESCRIBE)],
         no_acl_answer="GROUP_AUTHORIZATION_FAILED"),
+    Row("DeleteGroups", lambda b: clients.delete_group(b, DOOMED_GROUP),
+        [group_acl(Op.DESCRIBE, DOOMED_GROUP)], "GROUP_AUTHORIZATION_FAILED",
+        [group_acl(Op.DELETE, DOOMED_GROUP)], no_acl_answer="GROUP_AUTHORIZATION_FAILED"),
+    Row("OffsetDelete", lambda b: clients.offset_delete_raw(b, TOPIC, OFFSETS_GROUP),
+        [group_acl(Op.DESCRIBE, OFFSETS_GROUP), topic_acl(Op.DESCRIBE)],
+        "GROUP_AUTHORIZATION_FAILED",
+        [group_acl(Op.DELETE, OFFSETS_GROUP), topic_acl(Op.READ)],
+        no_acl_answer="GROUP_AUTHORIZATION_FAILED"),
+    Row("OffsetDelete (topic)", lambda b: clients.offset_delete_raw(b, TOPIC, OFFSETS_GROUP),
+        [group_acl(Op.DELETE, OFFSETS_GROUP), topic_acl(Op.DESCRIBE)],
+        "TOPIC_AUTHORIZATION_FAILED",
+        [group_acl(Op.DELETE, OFFSETS_GROUP), topic_acl(Op.READ)],
+        no_acl_answer="TOPIC_AUTHORIZATION_FAILED", no_acl=(group_acl(Op.DELETE, OFFSETS_GROUP),)),
+    Row("ConsumerGroupHeartbeat",
+        lambda b: clients.consumer_group_heartbeat_raw(b, TOPIC, clients.unique("kip848")),
+        [acl(RT.GROUP, "kip848-", Op.DESCRIBE, pattern=PREFIXED), topic_acl(Op.DESCRIBE)],
+        "GROUP_AUTHORIZATION_FAILED",
+        [acl(RT.GROUP, "kip848-", Op.READ, pattern=PREFIXED), topic_acl(Op.DESCRIBE)],
+        no_acl_answer="GROUP_AUTHORIZATION_FAILED"),
+    Row("ConsumerGroupHeartbeat (subscribed topic)",
+        lambda b: clients.consumer_group_heartbeat_raw(b, TOPIC, clients.unique("kip848")),
+        [], "TOPIC_AUTHORIZATION_FAILED", [topic_acl(Op.DESCRIBE)],
+        base=(acl(RT.GROUP, "kip848-", Op.READ, pattern=PREFIXED),)),
+    Row("OffsetForLeaderEpoch", lambda b: clients.offset_for_leader_epoch_raw(b, TOPIC),
+        [topic_acl(Op.DESCRIBE)], "", [topic_acl(Op.DESCRIBE)]),
+    Row("FindCoordinator (transactional id)",
+        lambda b: clients.find_transaction_coordinator_raw(b, "tx-matrix"),
+        [acl(RT.TRANSACTIONAL_ID, "tx-matrix", Op.DESCRIBE)], "",
+        [acl(RT.TRANSACTIONAL_ID, "tx-matrix", Op.DESCRIBE)],
+        no_acl_answer="TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
     Row("DescribeCluster", clients.describe_cluster,
         [], "", [], no_acl_answer="CLUSTER_AUTHORIZATION_FAILED",
         no_acl=(acl(RT.BROKER, "kafka-cluster", Op.DESCRIBE, allow=False),)),
