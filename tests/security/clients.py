@@ -41,7 +41,8 @@ from tidelog.errors import ErrorCode
 
 FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH = 1, 2, 8, 9
 FIND_COORDINATOR, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_ACLS = 10, 22, 23, 29
-OFFSET_DELETE, DESCRIBE_CLUSTER, CONSUMER_GROUP_HEARTBEAT = 47, 60, 68
+CREATE_TOPICS, OFFSET_DELETE, DESCRIBE_CLUSTER = 19, 47, 60
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 ANONYMOUS = "User:ANONYMOUS"
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
 WAIT_S = 20.0
@@ -487,8 +488,36 @@ def find_transaction_coordinator_raw(bootstrap: str, transactional_id: str) -> s
     return _code_name(response.coordinators[0].error_code)
 
 
+def create_topic_raw(bootstrap: str, topic: str) -> Any:
+    """CreateTopics v7 (validate only); returns the topic's result entity."""
+    with RawClient(bootstrap) as client:
+        module = request_module(CREATE_TOPICS, 7)
+        response = client.call(CREATE_TOPICS, 7, module.CreateTopicsRequest(
+            topics=(module.CreatableTopic(
+                name=topic, num_partitions=2, replication_factor=1, assignments=(), configs=(),
+            ),),
+            timeout=timedelta(seconds=10), validate_only=True,
+        ))
+    return response.topics[0]
+
+
+def consumer_group_describe_raw(bootstrap: str, group: str) -> Any:
+    """ConsumerGroupDescribe v0 with authorized operations; returns the group's entity."""
+    with RawClient(bootstrap) as client:
+        module = request_module(CONSUMER_GROUP_DESCRIBE, 0)
+        response = client.call(CONSUMER_GROUP_DESCRIBE, 0, module.ConsumerGroupDescribeRequest(
+            group_ids=(group,), include_authorized_operations=True,
+        ))
+    return response.groups[0]
+
+
+def code_name(code: Any) -> str:
+    """A kio error code as its Kafka name, "" for NONE."""
+    return _code_name(code)
+
+
 def _code_name(code: Any) -> str:
-    name = ErrorCode(int(code.value)).name
+    name = ErrorCode(int(getattr(code, "value", code))).name
     return "" if name == "NONE" else name
 
 

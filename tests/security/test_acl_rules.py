@@ -123,6 +123,37 @@ def test_cluster_authorized_operations_come_from_the_acls(secured: BrokerProcess
     }
 
 
+def test_create_topics_echoes_configs_only_with_describe_configs(secured: BrokerProcess) -> None:
+    bootstrap = secured.bootstrap
+    clients.set_acls(bootstrap, [acl(RT.TOPIC, "echo-", Op.CREATE, pattern=PREFIXED)])
+    hidden = clients.create_topic_raw(bootstrap, "echo-a")
+    assert clients.code_name(hidden.error_code) == ""
+    assert clients.code_name(hidden.topic_config_error_code) == "TOPIC_AUTHORIZATION_FAILED"
+    assert (hidden.num_partitions, hidden.configs) == (-1, ())
+    clients.set_acls(bootstrap, [acl(RT.TOPIC, "echo-", Op.CREATE, pattern=PREFIXED),
+                                 acl(RT.TOPIC, "echo-", Op.DESCRIBE_CONFIGS, pattern=PREFIXED)])
+    shown = clients.create_topic_raw(bootstrap, "echo-a")
+    assert clients.code_name(shown.topic_config_error_code) == ""
+    assert shown.num_partitions == 2 and shown.configs
+
+
+def test_consumer_group_describe_needs_the_groups_topics(secured: BrokerProcess) -> None:
+    bootstrap = secured.bootstrap
+    group = clients.unique("described")
+    clients.set_acls(bootstrap, [acl(RT.GROUP, group, Op.READ), acl(RT.TOPIC, "wild", Op.READ)])
+    assert clients.consumer_group_heartbeat_raw(bootstrap, "wild", group) == ""
+    clients.set_acls(bootstrap, [acl(RT.GROUP, group, Op.DESCRIBE)])
+    refused = clients.consumer_group_describe_raw(bootstrap, group)
+    assert clients.code_name(refused.error_code) == "TOPIC_AUTHORIZATION_FAILED"
+    assert refused.members == ()
+    clients.set_acls(bootstrap, [acl(RT.GROUP, group, Op.DESCRIBE),
+                                 acl(RT.TOPIC, "wild", Op.DESCRIBE)])
+    described = clients.consumer_group_describe_raw(bootstrap, group)
+    assert clients.code_name(described.error_code) == ""
+    assert len(described.members) == 1
+    assert described.authorized_operations == 1 << Op.DESCRIBE.value
+
+
 def test_describe_acls_filters_and_delete_reports_what_it_removed(secured: BrokerProcess) -> None:
     bootstrap = secured.bootstrap
     clients.set_acls(bootstrap, [

@@ -31,7 +31,13 @@ from tidelog.broker.handlers.admin_common import (
     require,
     require_topic,
 )
-from tidelog.broker.handlers.authorization import Op, Type, cluster_allowed, cluster_operations
+from tidelog.broker.handlers.authorization import (
+    Op,
+    Type,
+    allowed,
+    cluster_allowed,
+    cluster_operations,
+)
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.metadata import validate_topic_name
@@ -139,6 +145,14 @@ def _create_one(
     overrides = validate_overrides(deps.config, {c.name: c.value for c in topic.configs})
     configs: tuple[Any, ...] | None = None
     config_class = getattr(module, "CreatableTopicConfigs", None)  # v5+ echoes the configs
+    configs_error = ErrorCode.NONE
+    if config_class is not None and deps.authorizer is not None and not allowed(
+        deps.authorizer, context, Op.DESCRIBE_CONFIGS, Type.TOPIC, name
+    ):
+        # Kafka echoes configs, partitions and replication factor only to a caller who may
+        # DESCRIBE_CONFIGS the topic (includeConfigsAndMetadata).
+        configs_error, config_class = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+        configs = ()
     if config_class is not None:
         configs = tuple(
             responses.build(
@@ -159,9 +173,10 @@ def _create_one(
         "error_code": ErrorCode.NONE,
         "error_message": None,
         "topic_id": topic_id,
-        "num_partitions": partitions,
-        "replication_factor": replication,
+        "num_partitions": partitions if configs_error == ErrorCode.NONE else -1,
+        "replication_factor": replication if configs_error == ErrorCode.NONE else -1,
         "configs": configs,
+        "topic_config_error_code": configs_error,
     }
 
 

@@ -197,9 +197,7 @@ async def handle_consumer_group_describe(
     described = [
         _described_consumer_group(
             module,
-            _describe(groups_service, g, GroupCoordinatorShard.describe_consumer_group)
-            if may(deps, context, Op.DESCRIBE, Type.GROUP, g)
-            else DescribedGroup(g, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+            _visible_consumer_group(deps, context, groups_service, g, names),
             names,
             wants_operations,
             deps.authorizer,
@@ -208,6 +206,33 @@ async def handle_consumer_group_describe(
         for g in request.group_ids
     ]
     return response(ApiKey.CONSUMER_GROUP_DESCRIBE, version, groups=tuple(described))
+
+
+def _visible_consumer_group(
+    deps: GroupDeps,
+    context: RequestContext,
+    groups_service: GroupService,
+    group_id: str,
+    names: dict[uuid.UUID, str],
+) -> DescribedGroup:
+    """DESCRIBE on the group, and on every topic its members subscribe to or are assigned,
+    else the group is answered GROUP_/TOPIC_AUTHORIZATION_FAILED without members
+    (KafkaApis.handleConsumerGroupDescribe)."""
+    if not may(deps, context, Op.DESCRIBE, Type.GROUP, group_id):
+        return DescribedGroup(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    group = _describe(groups_service, group_id, GroupCoordinatorShard.describe_consumer_group)
+    if deps.authorizer is None:
+        return group
+    topics = {name for member in group.members for name in member.subscribed_topic_names}
+    topics |= {
+        names.get(item.topic_id, "")
+        for member in group.members
+        for item in (*member.assigned, *member.target)
+    }
+    topics.discard("")
+    if any(not may(deps, context, Op.DESCRIBE, Type.TOPIC, name) for name in topics):
+        return DescribedGroup(group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return group
 
 
 def _described_consumer_group(
