@@ -153,3 +153,38 @@ def test_authorized_operations_bits() -> None:
         KafkaPrincipal.parse("User:x"), "1.2.3.4", ResourceType.TOPIC, "t"
     )
     assert bits == (1 << AclOperation.READ) | (1 << AclOperation.DESCRIBE)
+
+
+def test_authorize_by_resource_type_means_some_topic_is_allowed() -> None:
+    """KIP-679's question (InitProducerId: WRITE on any topic?) answered by Kafka's shortcut
+    must equal its meaning: some topic name exists that `authorize` allows. Candidates: every
+    name in the ACLs, each extended by a suffix no ACL names, and a fresh name."""
+    rng = random.Random(679)
+    cases = 3000
+    wrongful_grants = wrongful_denials = grants = 0
+    for _ in range(cases):
+        acls, super_users, _everyone, principal, host, _op, _rtype, _name = random_case(rng)
+        acls = [(ResourceType.TOPIC, *acl[1:]) for acl in acls]  # all on topics
+        op = rng.choice([AclOperation.WRITE, AclOperation.READ, AclOperation.CREATE])
+        bindings = [
+            AclBinding(
+                ResourcePattern(ResourceType(t), n, PatternType(p)),
+                AccessControlEntry(who, where, AclOperation(o), AclPermissionType(perm)),
+            )
+            for t, n, p, who, where, o, perm in acls
+        ]
+        authorizer = Authorizer(super_users, False, bindings)
+        who = KafkaPrincipal.parse(principal)
+        names = {acl[1] for acl in acls if acl[1] != "*"}
+        candidates = names | {f"{name}~fresh" for name in names} | {"~fresh"}
+        meaning = any(
+            authorizer.authorize(who, host, op, ResourceType.TOPIC, name) for name in candidates
+        )
+        shortcut = authorizer.authorize_by_resource_type(who, host, op, ResourceType.TOPIC)
+        grants += shortcut
+        wrongful_grants += shortcut and not meaning
+        wrongful_denials += meaning and not shortcut
+    print(f"\nby resource type: {cases} cases, {grants} grants, wrongful grants"
+          f" {wrongful_grants}, wrongful denials {wrongful_denials}")
+    assert cases * 0.05 < grants < cases * 0.9
+    assert (wrongful_grants, wrongful_denials) == (0, 0)
