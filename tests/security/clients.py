@@ -41,6 +41,7 @@ from tidelog.errors import ErrorCode
 
 FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH = 1, 2, 8, 9
 FIND_COORDINATOR, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_ACLS = 10, 22, 23, 29
+CREATE_ACLS = 30
 CREATE_TOPICS, OFFSET_DELETE, DESCRIBE_CLUSTER = 19, 47, 60
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 ANONYMOUS = "User:ANONYMOUS"
@@ -514,6 +515,55 @@ def consumer_group_describe_raw(bootstrap: str, group: str) -> Any:
 def code_name(code: Any) -> str:
     """A kio error code as its Kafka name, "" for NONE."""
     return _code_name(code)
+
+
+def create_acls_raw(bootstrap: str, creations: list[dict[str, Any]]) -> list[str]:
+    """CreateAcls v3 with raw field values (codes as integers); each creation's error."""
+    with RawClient(bootstrap) as client:
+        module = request_module(CREATE_ACLS, 3)
+        response = client.call(CREATE_ACLS, 3, module.CreateAclsRequest(
+            creations=tuple(module.AclCreation(**fields) for fields in creations),
+        ))
+    return [_code_name(result.error_code) for result in response.results]
+
+
+def describe_acls_filter_raw(bootstrap: str, **fields: Any) -> str:
+    """DescribeAcls v3 with raw filter values: its top-level error."""
+    values: dict[str, Any] = {
+        "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+        "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1,
+    }
+    values.update(fields)
+    with RawClient(bootstrap) as client:
+        module = request_module(DESCRIBE_ACLS, 3)
+        response = client.call(DESCRIBE_ACLS, 3, module.DescribeAclsRequest(**values))
+    return _code_name(response.error_code)
+
+
+def offset_fetch_v1_raw(bootstrap: str, topic: str, group: str) -> list[str]:
+    """OffsetFetch v1 (no top-level error): each partition's error."""
+    with RawClient(bootstrap) as client:
+        module = request_module(OFFSET_FETCH, 1)
+        response = client.call(OFFSET_FETCH, 1, module.OffsetFetchRequest(
+            group_id=group,
+            topics=(module.OffsetFetchRequestTopic(name=topic, partition_indexes=(0,)),),
+        ))
+    return [_code_name(p.error_code) for t in response.topics for p in t.partitions]
+
+
+def follower_fetch_raw(bootstrap: str, topic: str) -> str:
+    """Fetch v11 as a follower (replica_id 1)."""
+    with RawClient(bootstrap) as client:
+        module = request_module(FETCH, 11)
+        partition = module.FetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=1 << 20, log_start_offset=-1
+        )
+        response = client.call(FETCH, 11, module.FetchRequest(
+            replica_id=1, max_wait=timedelta(0), min_bytes=0, max_bytes=1 << 20,
+            isolation_level=0, topics=(module.FetchTopic(topic=topic, partitions=(partition,)),),
+            forgotten_topics_data=(),
+        ))
+    return _code_name(response.responses[0].partitions[0].error_code)
 
 
 def _code_name(code: Any) -> str:

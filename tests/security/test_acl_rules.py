@@ -186,6 +186,49 @@ def test_invalid_acls_are_refused(secured: BrokerProcess) -> None:
     assert {clients.error_of(future) for future in results.values()} == {"INVALID_REQUEST"}
 
 
+def test_acl_api_validation_on_the_wire(secured: BrokerProcess) -> None:
+    """Kafka's INVALID_REQUEST cases, including codes no enum has; nothing is stored."""
+    good = {"resource_type": 2, "resource_name": "v", "resource_pattern_type": 3,
+            "principal": "User:v", "host": "*", "operation": 3, "permission_type": 3}
+    bad = [
+        {**good, "resource_type": 99},  # unknown resource type
+        {**good, "resource_type": 1},  # ANY is a filter value
+        {**good, "resource_type": 6},  # DELEGATION_TOKEN: refused
+        {**good, "resource_pattern_type": 2},  # MATCH is a filter value
+        {**good, "resource_pattern_type": 77},
+        {**good, "operation": 1},  # ANY
+        {**good, "operation": 120},
+        {**good, "permission_type": 1},
+        {**good, "principal": "no-colon"},
+        {**good, "host": ""},
+        {**good, "resource_name": ""},
+    ]
+    bootstrap = secured.bootstrap
+    clients.set_acls(bootstrap, [])
+    assert clients.create_acls_raw(bootstrap, [*bad, good]) == ["INVALID_REQUEST"] * len(bad) + [""]
+    assert clients.describe_acls_filter_raw(bootstrap, resource_type_filter=0) == "INVALID_REQUEST"
+    assert clients.describe_acls_filter_raw(bootstrap, pattern_type_filter=0) == "INVALID_REQUEST"
+    assert clients.describe_acls_filter_raw(bootstrap, operation=0) == "INVALID_REQUEST"
+    assert clients.describe_acls_filter_raw(bootstrap, resource_type_filter=55) == (
+        "INVALID_REQUEST"
+    )
+    client = clients.admin(bootstrap)
+    stored = client.describe_acls(clients.EVERY_ACL).result(clients.WAIT_S)
+    assert sorted(b.principal for b in stored) == [ANONYMOUS, "User:v"]
+
+
+def test_offset_fetch_v1_and_follower_fetch(secured: BrokerProcess) -> None:
+    bootstrap = secured.bootstrap
+    clients.set_acls(bootstrap, [])
+    # v1 has no top-level error: the group's refusal is on each partition
+    assert clients.offset_fetch_v1_raw(bootstrap, "wild", "g") == ["GROUP_AUTHORIZATION_FAILED"]
+    # a follower's fetch needs CLUSTER_ACTION on the cluster (READ on the topic is not enough)
+    clients.set_acls(bootstrap, [acl(RT.TOPIC, "wild", Op.READ)])
+    assert clients.follower_fetch_raw(bootstrap, "wild") == "TOPIC_AUTHORIZATION_FAILED"
+    clients.set_acls(bootstrap, [acl(RT.BROKER, "kafka-cluster", Op.CLUSTER_ACTION)])
+    assert clients.follower_fetch_raw(bootstrap, "wild") == ""
+
+
 def test_acl_apis_need_cluster_rights(tmp_path: Path, broker_factory: BrokerFactory) -> None:
     """No ACL at all: even the ACL APIs are refused (ALTER / DESCRIBE on the cluster)."""
     broker = broker_factory(tmp_path / "data", settings=clients.AUTHORIZER)

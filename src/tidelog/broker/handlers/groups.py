@@ -32,6 +32,7 @@ from tidelog.broker.handlers.groups_common import (
 from tidelog.coordinator.messages import (
     CommitPartition,
     ConsumerGroupHeartbeatRequest,
+    FetchedOffset,
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
@@ -324,6 +325,13 @@ async def handle_offset_fetch(deps: GroupDeps, context: RequestContext, request:
     module = classes(ApiKey.OFFSET_FETCH, version)
     if version < 8:
         answer = _fetch_offsets(deps, context, request.group_id, request.topics, (None, -1))
+        if version < 2 and answer.error != ErrorCode.NONE and request.topics is not None:
+            # v1 has no top-level error: each requested partition carries it (Kafka's v0-1).
+            answer = replace(answer, partitions=tuple(
+                FetchedOffset(t.name, index, -1, error=answer.error)
+                for t in request.topics
+                for index in t.partition_indexes
+            ))
         topics = _fetched_topics(
             module, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", answer
         )
