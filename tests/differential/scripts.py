@@ -24,6 +24,7 @@ CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID = 19, 20, 21, 22
 OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 23, 32, 33, 37
 DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 42, 44, 47
 DESCRIBE_CLUSTER, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 60, 68, 69
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -39,6 +40,7 @@ API_NAMES = {
     OFFSET_DELETE: "OffsetDelete", DESCRIBE_CLUSTER: "DescribeCluster",
     CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
+    DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
 }
 T0 = 1_600_000_000_000  # 2020-09-13T12:26:40Z: every record timestamp is T0 + something
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
@@ -456,6 +458,7 @@ def sessions(token: str) -> list[Session]:
         _configs(t),
         _init_producer_id(t),
         _describe_cluster(t),
+        _acls(t),
         _internal_topics(t),
     ]
 
@@ -1687,6 +1690,23 @@ def _describe_cluster(t: str) -> Session:
                  {"include_cluster_authorized_operations": False, "endpoint_type": 9}),
         ],
     )
+
+
+def _acls(t: str) -> Session:
+    """Neither broker has an authorizer configured: every ACL API answers SECURITY_DISABLED."""
+    any_filter = {"resource_type_filter": 1, "resource_name_filter": None,
+                  "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
+                  "operation": 1, "permission_type": 1}
+    creation = {"resource_type": 2, "resource_name": f"acl-{t}", "resource_pattern_type": 3,
+                "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
+    steps = []
+    for version in (1, 3):
+        steps += [
+            Step(f"describe-v{version}", DESCRIBE_ACLS, version, any_filter),
+            Step(f"create-v{version}", CREATE_ACLS, version, {"creations": [creation]}),
+            Step(f"delete-v{version}", DELETE_ACLS, version, {"filters": [any_filter]}),
+        ]
+    return Session("acls", steps)
 
 
 def _internal_topics(t: str) -> Session:

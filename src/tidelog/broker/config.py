@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.errors import KafkaError, TidelogError
+from tidelog.security.principal import KafkaPrincipal, PrincipalError
 from tidelog.storage.config import TOPIC_CONFIG_NAMES, LogConfig
 
 
@@ -52,7 +53,16 @@ class BrokerConfig:
     log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (flush.ms, cleaner)
     log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
     log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
+    # authorizer.class.name: any non-empty value (Kafka's class names included) turns the ACL
+    # authorizer on; Tidelog has one authorizer, so the class named is not loaded.
+    authorizer_class_name: str = ""
+    super_users: frozenset[str] = frozenset()  # super.users=User:admin;User:ops
+    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
     raw: Mapping[str, str] = field(default_factory=dict)  # every Kafka-named setting given
+
+    @property
+    def authorizer_enabled(self) -> bool:
+        return bool(self.authorizer_class_name)
 
 
 def _parse_bool(name: str, value: str) -> bool:
@@ -62,6 +72,24 @@ def _parse_bool(name: str, value: str) -> bool:
     if lowered in ("false", "0", "no"):
         return False
     raise ConfigError(f"{name}: expected true or false, got {value!r}")
+
+
+def _parse_super_users(name: str, value: str) -> frozenset[str]:
+    """`User:admin;User:ops` (Kafka separates with ';': a principal name may hold ',')."""
+    users: set[str] = set()
+    for item in value.split(";"):
+        principal = item.strip()
+        if not principal:
+            continue
+        try:
+            users.add(str(KafkaPrincipal.parse(principal)))
+        except PrincipalError as error:
+            raise ConfigError(f"{name}: {error}") from None
+    return frozenset(users)
+
+
+def _parse_str(name: str, value: str) -> str:
+    return value.strip()
 
 
 def _parse_int(name: str, value: str) -> int:
@@ -92,6 +120,9 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _parse_int),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _parse_int),
     "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _parse_int),
+    "authorizer.class.name": ("authorizer_class_name", _parse_str),
+    "super.users": ("super_users", _parse_super_users),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _parse_bool),
 }
 
 # Kafka's coarser spellings of some log settings, converted to the millisecond name.

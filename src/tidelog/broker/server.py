@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from tidelog.broker.config import BrokerConfig
 from tidelog.broker.groups import service as group_service
 from tidelog.broker.handlers import (
+    acls,
     admin,
     api_versions,
     fetch,
@@ -60,9 +61,12 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     partition_replication: PartitionReplication = (
         SingleNodeReplication(topics) if replication is None else replication
     )
+    # The ACL authorizer (None unless authorizer.class.name is set): every family that checks
+    # ACLs gets it as a dependency (handlers/authorization.py says what each API needs).
+    authorizer = broker.authorizer
     table: HandlerTable = {}
     table |= api_versions.handlers(table)  # reads the finished table per request
-    table |= metadata.handlers(metadata.MetadataDeps(config, broker.identity, topics))
+    table |= metadata.handlers(metadata.MetadataDeps(config, broker.identity, topics, authorizer))
     table |= produce.handlers(
         produce.ProduceDeps(
             topics,
@@ -70,19 +74,28 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             broker.append_waiters,
             broker.metrics,
             acks_all_waits_for_replicas=replication is not None,
+            authorizer=authorizer,
         )
     )
     table |= fetch.handlers(
         fetch.FetchDeps(
-            topics, partition_replication, broker.append_waiters, broker.metrics, broker.lifecycle
+            topics,
+            partition_replication,
+            broker.append_waiters,
+            broker.metrics,
+            broker.lifecycle,
+            authorizer,
         )
     )
-    table |= list_offsets.handlers(list_offsets.ListOffsetsDeps(topics, partition_replication))
-    table |= producer.handlers(producer.ProducerIdDeps(broker.producer_ids))
-    table |= admin.handlers(AdminDeps(config, broker.identity, topics))
+    table |= list_offsets.handlers(
+        list_offsets.ListOffsetsDeps(topics, partition_replication, authorizer)
+    )
+    table |= producer.handlers(producer.ProducerIdDeps(broker.producer_ids, authorizer))
+    table |= admin.handlers(AdminDeps(config, broker.identity, topics, authorizer))
+    table |= acls.handlers(acls.AclDeps(authorizer, broker.acl_store))
     load_groups = partial(group_service.service, broker)
     locator = _coordinator_locator(broker, replication)
-    table |= groups.handlers(GroupDeps(topics, load_groups, locator))
+    table |= groups.handlers(GroupDeps(topics, load_groups, locator, authorizer))
     if replication is not None:
         from tidelog.broker.handlers import cluster, cluster_admin
         from tidelog.broker.handlers.cluster_common import ClusterDeps

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Mapping
 
 from tidelog.broker import clock
+from tidelog.broker.acl_store import AclStore, FileAclStore
 from tidelog.broker.config import BrokerConfig
 from tidelog.broker.delayed import AppendWaiters
 from tidelog.broker.metadata import TopicInfo, TopicStore, load_or_create_cluster_id
@@ -27,6 +28,7 @@ from tidelog.broker.services import (
     PartitionRoleListener,
 )
 from tidelog.broker.topic_registry import TopicRegistry
+from tidelog.security.authorizer import Authorizer
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.manager import LogManager
 
@@ -52,6 +54,14 @@ class Broker:
         )
         self.topics = TopicRegistry(config, TopicStore(config.data_dir), self.logs)
         self.producer_ids = ProducerIdAllocator(config.data_dir)
+        # ACLs: stored always (CreateAcls answers SECURITY_DISABLED without an authorizer, as
+        # Kafka does), enforced only when `authorizer.class.name` is set.
+        self.acl_store: AclStore = FileAclStore(config.data_dir)
+        self.authorizer: Authorizer | None = None
+        if config.authorizer_enabled:
+            self.authorizer = Authorizer(
+                config.super_users, config.allow_everyone_if_no_acl_found, self.acl_store.load()
+            )
         self.append_waiters = AppendWaiters()
         self.lifecycle = Lifecycle()
         self.metrics: Metrics = NULL_METRICS

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tidelog.cli.acls import acls
 from tidelog.cli.archive import archive
 from tidelog.cli.bench import bench_group
 from tidelog.cli.cluster import cluster_group
@@ -34,6 +35,7 @@ main.add_command(bench_group)
 main.add_command(groups)
 main.add_command(cluster_group)
 main.add_command(console_command)
+main.add_command(acls)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,9 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         21: (0, 2),  # DeleteRecords
         22: (0, 4),  # InitProducerId
         23: (2, 4),  # OffsetForLeaderEpoch (kio starts at v2)
+        29: (1, 3),  # DescribeAcls (kio starts at v1)
+        30: (1, 3),  # CreateAcls (kio starts at v1)
+        31: (1, 3),  # DeleteAcls (kio starts at v1)
         32: (1, 4),  # DescribeConfigs (kio starts at v1)
         37: (0, 3),  # CreatePartitions
         42: (0, 2),  # DeleteGroups
@@ -93,6 +96,8 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         26: "EndTxn",
         28: "TxnOffsetCommit",
         29: "DescribeAcls",
+        30: "CreateAcls",
+        31: "DeleteAcls",
         32: "DescribeConfigs",
         33: "AlterConfigs",
         35: "DescribeLogDirs",

@@ -28,14 +28,17 @@ from tidelog.broker.handlers.admin_common import (
     guard,
     is_internal,
     log,
+    require,
     require_topic,
 )
-from tidelog.broker.handlers.context import (
-    ALL_CLUSTER_OPERATIONS,
-    HandlerTable,
-    RequestContext,
-    authorized_operations,
+from tidelog.broker.handlers.authorization import (
+    Op,
+    Type,
+    allowed,
+    cluster_allowed,
+    cluster_operations,
 )
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.metadata import validate_topic_name
 from tidelog.broker.topic_configs import describe_topic_configs, validate_overrides
@@ -126,13 +129,30 @@ def _partitions_and_replication(deps: AdminDeps, topic: Any) -> tuple[int, int]:
     return partitions, replication
 
 
-def _create_one(deps: AdminDeps, module: Any, topic: Any, validate_only: bool) -> dict[str, Any]:
+def _create_one(
+    deps: AdminDeps,
+    module: Any,
+    topic: Any,
+    validate_only: bool,
+    context: RequestContext,
+    cluster_create: bool,
+) -> dict[str, Any]:
     name = topic.name
+    if not cluster_create:  # CREATE on the cluster, or else on this topic (KafkaApis)
+        require(deps, context, Op.CREATE, Type.TOPIC, name)
     _check_new_name(deps, name)
     partitions, replication = _partitions_and_replication(deps, topic)
     overrides = validate_overrides(deps.config, {c.name: c.value for c in topic.configs})
     configs: tuple[Any, ...] | None = None
     config_class = getattr(module, "CreatableTopicConfigs", None)  # v5+ echoes the configs
+    configs_error = ErrorCode.NONE
+    if config_class is not None and deps.authorizer is not None and not allowed(
+        deps.authorizer, context, Op.DESCRIBE_CONFIGS, Type.TOPIC, name
+    ):
+        # Kafka echoes configs, partitions and replication factor only to a caller who may
+        # DESCRIBE_CONFIGS the topic (includeConfigsAndMetadata).
+        configs_error, config_class = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+        configs = ()
     if config_class is not None:
         configs = tuple(
             responses.build(
@@ -153,9 +173,10 @@ def _create_one(deps: AdminDeps, module: Any, topic: Any, validate_only: bool) -
         "error_code": ErrorCode.NONE,
         "error_message": None,
         "topic_id": topic_id,
-        "num_partitions": partitions,
-        "replication_factor": replication,
+        "num_partitions": partitions if configs_error == ErrorCode.NONE else -1,
+        "replication_factor": replication if configs_error == ErrorCode.NONE else -1,
         "configs": configs,
+        "topic_config_error_code": configs_error,
     }
 
 
@@ -163,10 +184,15 @@ async def handle_create_topics(deps: AdminDeps, context: RequestContext, request
     version = context.header.api_version
     module = responses.response_module(ApiKey.CREATE_TOPICS, version)
     results = []
+    cluster_create = deps.authorizer is None or cluster_allowed(
+        deps.authorizer, context, Op.CREATE
+    )
     for topic, outcome in each_entry(
         request.topics,
         lambda topic: topic.name,
-        lambda topic: _create_one(deps, module, topic, request.validate_only),
+        lambda topic: _create_one(
+            deps, module, topic, request.validate_only, context, cluster_create
+        ),
         "duplicate topic name",
     ):
         outcome.setdefault("num_partitions", -1)
@@ -179,14 +205,18 @@ async def handle_create_topics(deps: AdminDeps, context: RequestContext, request
 
 
 # --- DeleteTopics -------------------------------------------------------------------------
-def _delete_one(deps: AdminDeps, name: str | None, topic_id: uuid.UUID | None) -> dict[str, Any]:
+def _delete_one(
+    deps: AdminDeps, context: RequestContext, name: str | None, topic_id: uuid.UUID | None
+) -> dict[str, Any]:
     if name is not None and topic_id is not None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "give a topic name or a topic id, not both")
     if topic_id is not None:
         info = deps.topics.by_id(topic_id)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}")
+        require(deps, context, Op.DELETE, Type.TOPIC, info.name)
     elif name is not None:
+        require(deps, context, Op.DELETE, Type.TOPIC, name)  # before existence: no leak
         info = require_topic(deps.topics, name)
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "neither topic name nor id given")
@@ -211,7 +241,10 @@ async def handle_delete_topics(deps: AdminDeps, context: RequestContext, request
         targets = [(name, None) for name in request.topic_names]
     results = []
     for (name, topic_id), outcome in each_entry(
-        targets, lambda target: target, lambda target: _delete_one(deps, *target), "duplicate topic"
+        targets,
+        lambda target: target,
+        lambda target: _delete_one(deps, context, *target),
+        "duplicate topic",
     ):
         fields = {"name": name, "topic_id": topic_id or _ZERO_UUID} | outcome
         results.append(responses.build(module.DeletableTopicResult, **fields))
@@ -220,7 +253,10 @@ async def handle_delete_topics(deps: AdminDeps, context: RequestContext, request
 
 
 # --- CreatePartitions ---------------------------------------------------------------------
-def _add_partitions(deps: AdminDeps, topic: Any, validate_only: bool) -> dict[str, Any]:
+def _add_partitions(
+    deps: AdminDeps, topic: Any, validate_only: bool, context: RequestContext
+) -> dict[str, Any]:
+    require(deps, context, Op.ALTER, Type.TOPIC, topic.name)
     info = require_topic(deps.topics, topic.name)
     if topic.count < info.partitions:
         raise KafkaError(
@@ -256,7 +292,7 @@ async def handle_create_partitions(deps: AdminDeps, context: RequestContext, req
     for topic, outcome in each_entry(
         request.topics,
         lambda topic: topic.name,
-        lambda topic: _add_partitions(deps, topic, request.validate_only),
+        lambda topic: _add_partitions(deps, topic, request.validate_only, context),
         "duplicate topic name",
     ):
         results.append(
@@ -267,7 +303,10 @@ async def handle_create_partitions(deps: AdminDeps, context: RequestContext, req
 
 
 # --- DeleteRecords ------------------------------------------------------------------------
-def _delete_records(deps: AdminDeps, topic: str, partition: int, offset: int) -> dict[str, Any]:
+def _delete_records(
+    deps: AdminDeps, context: RequestContext, topic: str, partition: int, offset: int
+) -> dict[str, Any]:
+    require(deps, context, Op.DELETE, Type.TOPIC, topic)
     if topic in INTERNAL_TOPICS:
         # Kafka's ReplicaManager.deleteRecordsOnLocalLog: clients cannot truncate them.
         raise KafkaError(
@@ -292,7 +331,9 @@ async def handle_delete_records(deps: AdminDeps, context: RequestContext, reques
     for topic in request.topics:
         partitions = []
         for item in topic.partitions:
-            outcome = guard(_delete_records, deps, topic.name, item.partition_index, item.offset)
+            outcome = guard(
+                _delete_records, deps, context, topic.name, item.partition_index, item.offset
+            )
             outcome.setdefault("low_watermark", -1)
             partitions.append(
                 responses.build(
@@ -316,6 +357,10 @@ async def handle_describe_cluster(deps: AdminDeps, context: RequestContext, requ
     module = responses.response_module(ApiKey.DESCRIBE_CLUSTER, version)
     cls = responses.response_class(ApiKey.DESCRIBE_CLUSTER, version)
     config = deps.config
+    if deps.authorizer is not None and not cluster_allowed(
+        deps.authorizer, context, Op.DESCRIBE
+    ):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     endpoint_type = getattr(request, "endpoint_type", _ENDPOINT_BROKERS)
     if endpoint_type != _ENDPOINT_BROKERS:
         # Kafka: a controller request to a broker is MISMATCHED, a type that does not exist
@@ -346,8 +391,8 @@ async def handle_describe_cluster(deps: AdminDeps, context: RequestContext, requ
         cluster_id=deps.identity.cluster_id,
         controller_id=config.node_id,
         brokers=(node,),
-        cluster_authorized_operations=authorized_operations(
-            request.include_cluster_authorized_operations, ALL_CLUSTER_OPERATIONS
+        cluster_authorized_operations=cluster_operations(
+            deps.authorizer, context, request.include_cluster_authorized_operations
         ),
     )
 

@@ -13,11 +13,15 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tidelog.broker.config import BrokerConfig
+from tidelog.broker.handlers.authorization import REFUSAL, allowed
+from tidelog.broker.handlers.context import RequestContext
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.metadata import TopicInfo
 from tidelog.broker.services import ClusterIdentity
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError
+from tidelog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tidelog.security.authorizer import Authorizer
 
 log = logging.getLogger("tidelog.broker.admin")
 Entry = TypeVar("Entry")
@@ -28,6 +32,24 @@ class AdminDeps:
     config: BrokerConfig
     identity: ClusterIdentity
     topics: TopicRegistry
+    authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
+
+
+def require(
+    deps: AdminDeps,
+    context: RequestContext | None,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    name: str,
+) -> None:
+    """Refuse one entry with TOPIC_/CLUSTER_AUTHORIZATION_FAILED unless the ACLs allow it
+    (authorization.REQUIRED). No authorizer, or no request context: nothing to check."""
+    if deps.authorizer is None or context is None:
+        return
+    if resource_type == ResourceType.CLUSTER:
+        name = CLUSTER_NAME
+    if not allowed(deps.authorizer, context, operation, resource_type, name):
+        raise KafkaError(REFUSAL[resource_type])
 
 
 def failure(error: KafkaError) -> dict[str, Any]:

@@ -19,8 +19,10 @@ from tidelog.broker.handlers.admin_common import (
     each_entry,
     guard,
     log,
+    require,
     require_topic,
 )
+from tidelog.broker.handlers.authorization import Op, Type
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.metadata import TopicInfo, validate_topic_name
 from tidelog.broker.topic_configs import (
@@ -34,6 +36,7 @@ from tidelog.broker.topic_configs import (
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.security.acl import CLUSTER_NAME, AclOperation
 
 
 # --- DescribeConfigs ----------------------------------------------------------------------
@@ -69,6 +72,7 @@ async def handle_describe_configs(deps: AdminDeps, context: RequestContext, requ
     documentation_wanted = getattr(request, "include_documentation", False)
 
     def describe(resource: Any) -> dict[str, Any]:
+        _require_config_access(deps, context, Op.DESCRIBE_CONFIGS, resource)
         configs = tuple(
             responses.build(
                 module.DescribeConfigsResourceResult,
@@ -110,13 +114,26 @@ async def handle_describe_configs(deps: AdminDeps, context: RequestContext, requ
     return responses.build(cls, throttle_time=0, results=tuple(results))
 
 
+def _require_config_access(
+    deps: AdminDeps, context: RequestContext | None, operation: AclOperation, resource: Any
+) -> None:
+    """A topic's configs need `operation` on the topic, a broker's on the cluster (KafkaApis);
+    other resource types are refused further on."""
+    if resource.resource_type == ResourceType.TOPIC:
+        require(deps, context, operation, Type.TOPIC, resource.resource_name)
+    elif resource.resource_type == ResourceType.BROKER:
+        require(deps, context, operation, Type.CLUSTER, CLUSTER_NAME)
+
+
 # --- AlterConfigs / IncrementalAlterConfigs -----------------------------------------------
 def _alter_resource(
     deps: AdminDeps,
     resource: Any,
     overrides_for: Callable[[Any, TopicInfo], dict[str, str]],
     validate_only: bool,
+    context: RequestContext | None = None,
 ) -> dict[str, Any]:
+    _require_config_access(deps, context, Op.ALTER_CONFIGS, resource)
     if resource.resource_type == ResourceType.BROKER:
         _check_broker_name(deps, resource.resource_name)
         if resource.configs:
@@ -153,7 +170,9 @@ async def _alter_configs(
     for resource, outcome in each_entry(
         request.resources,
         lambda resource: (resource.resource_type, resource.resource_name),
-        lambda resource: _alter_resource(deps, resource, overrides_for, request.validate_only),
+        lambda resource: _alter_resource(
+            deps, resource, overrides_for, request.validate_only, context
+        ),
         "duplicate resource",
     ):
         results.append(

@@ -19,6 +19,7 @@ from typing import Any
 
 from tidelog.broker import clock
 from tidelog.broker.delayed import AppendWaiters
+from tidelog.broker.handlers.authorization import Op, Type, allowed_names, cluster_allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.services import Lifecycle, Metrics, PartitionReplication
 from tidelog.broker.topic_registry import TopicRegistry
@@ -31,6 +32,7 @@ from tidelog.protocol.wire import (
     SendSlice,
     encode_fetch_response,
 )
+from tidelog.security.authorizer import Authorizer
 from tidelog.types import TopicPartition
 
 _ZERO_ID = uuid.UUID(int=0)
@@ -44,6 +46,7 @@ class FetchDeps:
     append_waiters: AppendWaiters  # parks a fetch until an append to one of its partitions
     metrics: Metrics
     lifecycle: Lifecycle
+    authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,7 @@ def _read_all(
     version: int,
     replica_id: int = -1,
     read_committed: bool = False,
+    refused: frozenset[str] = frozenset(),
 ) -> tuple[list[FetchTopicData], int, bool]:
     """One pass over the partitions: (topics, bytes found, whether any partition has an error).
 
@@ -119,6 +123,8 @@ def _read_all(
             if not item.name:
                 unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else unknown)
+            if refused and item.name in refused:
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             partition_log = deps.topics.partition_log(item.name, item.partition)
             # Leaders only; consumers read below the high watermark, followers to the end.
             high_watermark, max_offset = deps.replication.fetch_bounds(
@@ -181,6 +187,19 @@ def _close(topics: list[FetchTopicData]) -> None:
                 piece.file.close()
 
 
+def _refused(
+    authorizer: Authorizer, context: RequestContext, wanted: list[_Wanted], replica_id: int
+) -> frozenset[str]:
+    """Topics this fetch may not read (KafkaApis.handleFetchRequest): a follower needs
+    CLUSTER_ACTION on the cluster for all of them, a consumer READ on each topic."""
+    names = {item.name for item in wanted if item.name}
+    if replica_id >= 0:
+        return frozenset() if cluster_allowed(authorizer, context, Op.CLUSTER_ACTION) else (
+            frozenset(names)
+        )
+    return frozenset(names - allowed_names(authorizer, context, Op.READ, Type.TOPIC, names))
+
+
 async def handle_fetch(deps: FetchDeps, context: RequestContext, request: Any) -> Outgoing:
     version = context.header.api_version
     wanted = _wanted(deps, request, version)
@@ -190,9 +209,12 @@ async def handle_fetch(deps: FetchDeps, context: RequestContext, request: Any) -
     partitions = [item.tp for item in wanted if item.name]
     replica_id = int(getattr(request, "replica_id", -1))  # a follower's fetch (v4-v14)
     read_committed = int(request.isolation_level) == 1
+    refused = frozenset[str]()
+    if deps.authorizer is not None:
+        refused = _refused(deps.authorizer, context, wanted, replica_id)
     while True:
         topics, total, errors = _read_all(
-            deps, wanted, max_bytes, version, replica_id, read_committed
+            deps, wanted, max_bytes, version, replica_id, read_committed, refused
         )
         remaining_ms = deadline_ms - clock.monotonic_ms()
         if total >= min_bytes or errors or remaining_ms <= 0 or deps.lifecycle.closing:

@@ -10,15 +10,17 @@ from functools import partial
 from typing import Any
 
 from tidelog.broker.groups.service import GroupService
+from tidelog.broker.handlers.authorization import Op, Type, cluster_allowed, resource_operations
 from tidelog.broker.handlers.context import (
     ALL_GROUP_OPERATIONS,
     HandlerTable,
     RequestContext,
-    authorized_operations,
 )
 from tidelog.broker.handlers.groups_common import (
     GroupDeps,
     classes,
+    may,
+    require_group,
     response,
 )
 from tidelog.coordinator.coordinator import GroupCoordinatorShard
@@ -27,6 +29,7 @@ from tidelog.coordinator.records import TopicPartitions
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.security.authorizer import Authorizer
 
 
 def _describe(
@@ -48,8 +51,14 @@ async def handle_list_groups(deps: GroupDeps, context: RequestContext, request: 
     states = getattr(request, "states_filter", ()) or ()  # v4+
     types = getattr(request, "types_filter", ()) or ()  # v5+: "classic" / "consumer"
     listed = []
+    # DESCRIBE on the cluster lists every group; else each group needs DESCRIBE (KafkaApis).
+    filtered = deps.authorizer is not None and not cluster_allowed(
+        deps.authorizer, context, Op.DESCRIBE
+    )
     for shard in deps.groups().shards.values():
         for group in shard.list_groups(states, types):
+            if filtered and not may(deps, context, Op.DESCRIBE, Type.GROUP, group.group_id):
+                continue
             listed.append(
                 responses.build(
                     module.ListedGroup,
@@ -69,7 +78,10 @@ async def handle_describe_groups(deps: GroupDeps, context: RequestContext, reque
     wants_operations = getattr(request, "include_authorized_operations", False)
     described = []
     for group_id in request.groups:
-        group = _describe(groups_service, group_id, GroupCoordinatorShard.describe_group)
+        if may(deps, context, Op.DESCRIBE, Type.GROUP, group_id):
+            group = _describe(groups_service, group_id, GroupCoordinatorShard.describe_group)
+        else:
+            group = DescribedGroup(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         members = tuple(
             responses.build(
                 module.DescribedGroupMember,
@@ -91,8 +103,13 @@ async def handle_describe_groups(deps: GroupDeps, context: RequestContext, reque
                 protocol_type=group.protocol_type,
                 protocol_data=group.protocol_data,
                 members=members,
-                authorized_operations=authorized_operations(
-                    wants_operations and group.error == ErrorCode.NONE, ALL_GROUP_OPERATIONS
+                authorized_operations=resource_operations(
+                    deps.authorizer,
+                    context,
+                    wants_operations and group.error == ErrorCode.NONE,
+                    Type.GROUP,
+                    group_id,
+                    ALL_GROUP_OPERATIONS,
                 ),
             )
         )
@@ -105,6 +122,12 @@ async def handle_delete_groups(deps: GroupDeps, context: RequestContext, request
     groups_service = deps.groups()
     results = []
     for group_id in request.groups_names:
+        if not may(deps, context, Op.DELETE, Type.GROUP, group_id):
+            refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            results.append(
+                responses.build(module.DeletableGroupResult, group_id=group_id, error_code=refused)
+            )
+            continue
         try:
             outcome = await groups_service.run(group_id, _delete_one(group_id))
         except KafkaError as refused:  # cluster mode: not this broker's group
@@ -125,13 +148,21 @@ def _delete_one(
 async def handle_offset_delete(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     module = classes(ApiKey.OFFSET_DELETE, version)
-    # Kafka's handler answers topics the broker does not know itself (UNKNOWN_TOPIC_OR_PARTITION)
+    require_group(deps, context, Op.DELETE, request.group_id)
+    # Topics the caller may not READ are refused before existence is looked at; Kafka's
+    # handler answers topics the broker does not know itself (UNKNOWN_TOPIC_OR_PARTITION)
     # and asks the coordinator about the others.
-    known = [t for t in request.topics if deps.topics.get(t.name) is not None]
+    readable = [t for t in request.topics if may(deps, context, Op.READ, Type.TOPIC, t.name)]
+    known = [t for t in readable if deps.topics.get(t.name) is not None]
     unknown = [
         (t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        for t in request.topics
+        for t in readable
         if deps.topics.get(t.name) is None
+        for p in t.partitions
+    ] + [
+        (t.name, p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        for t in request.topics
+        if t not in readable
         for p in t.partitions
     ]
     partitions = tuple((t.name, p.partition_index) for t in known for p in t.partitions)
@@ -166,17 +197,51 @@ async def handle_consumer_group_describe(
     described = [
         _described_consumer_group(
             module,
-            _describe(groups_service, g, GroupCoordinatorShard.describe_consumer_group),
+            _visible_consumer_group(deps, context, groups_service, g, names),
             names,
             wants_operations,
+            deps.authorizer,
+            context,
         )
         for g in request.group_ids
     ]
     return response(ApiKey.CONSUMER_GROUP_DESCRIBE, version, groups=tuple(described))
 
 
+def _visible_consumer_group(
+    deps: GroupDeps,
+    context: RequestContext,
+    groups_service: GroupService,
+    group_id: str,
+    names: dict[uuid.UUID, str],
+) -> DescribedGroup:
+    """DESCRIBE on the group, and on every topic its members subscribe to or are assigned,
+    else the group is answered GROUP_/TOPIC_AUTHORIZATION_FAILED without members
+    (KafkaApis.handleConsumerGroupDescribe)."""
+    if not may(deps, context, Op.DESCRIBE, Type.GROUP, group_id):
+        return DescribedGroup(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    group = _describe(groups_service, group_id, GroupCoordinatorShard.describe_consumer_group)
+    if deps.authorizer is None:
+        return group
+    topics = {name for member in group.members for name in member.subscribed_topic_names}
+    topics |= {
+        names.get(item.topic_id, "")
+        for member in group.members
+        for item in (*member.assigned, *member.target)
+    }
+    topics.discard("")
+    if any(not may(deps, context, Op.DESCRIBE, Type.TOPIC, name) for name in topics):
+        return DescribedGroup(group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return group
+
+
 def _described_consumer_group(
-    module: Any, group: DescribedGroup, names: dict[uuid.UUID, str], wants_operations: bool
+    module: Any,
+    group: DescribedGroup,
+    names: dict[uuid.UUID, str],
+    wants_operations: bool,
+    authorizer: Authorizer | None,
+    context: RequestContext,
 ) -> Any:
     def assignment(items: tuple[TopicPartitions, ...]) -> Any:
         return responses.build(
@@ -218,8 +283,13 @@ def _described_consumer_group(
         assignment_epoch=group.assignment_epoch,
         assignor_name=group.assignor_name,
         members=members,
-        authorized_operations=authorized_operations(
-            wants_operations and group.error == ErrorCode.NONE, ALL_GROUP_OPERATIONS
+        authorized_operations=resource_operations(
+            authorizer,
+            context,
+            wants_operations and group.error == ErrorCode.NONE,
+            Type.GROUP,
+            group.group_id,
+            ALL_GROUP_OPERATIONS,
         ),
     )
 

@@ -20,17 +20,26 @@ from typing import Any
 
 from tidelog.broker import clock
 from tidelog.broker.handlers import group_admin
+from tidelog.broker.handlers.authorization import Op, Type
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
-from tidelog.broker.handlers.groups_common import GroupDeps, classes, response
+from tidelog.broker.handlers.groups_common import (
+    GroupDeps,
+    classes,
+    may,
+    require_group,
+    response,
+)
 from tidelog.coordinator.messages import (
     CommitPartition,
     ConsumerGroupHeartbeatRequest,
+    FetchedOffset,
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
     LeaveMember,
     OffsetCommitRequest,
     OffsetFetchRequest,
+    OffsetFetchResponse,
     SyncGroupRequest,
 )
 from tidelog.coordinator.records import TopicPartitions
@@ -54,8 +63,9 @@ async def handle_find_coordinator(deps: GroupDeps, context: RequestContext, requ
     version = context.header.api_version
     deps.groups()  # the coordinator (and __consumer_offsets) exist first
     keys = [request.key] if version < 4 else list(request.coordinator_keys)
-    if getattr(request, "key_type", _GROUP_KEY) in (_GROUP_KEY, _TRANSACTION_KEY):
-        answers = [_coordinator_of(deps, key) for key in keys]
+    key_type = getattr(request, "key_type", _GROUP_KEY)
+    if key_type in (_GROUP_KEY, _TRANSACTION_KEY):
+        answers = [_coordinator_of(deps, context, key_type, key) for key in keys]
     else:  # Kafka: a key type that does not exist is INVALID_REQUEST, no coordinator
         invalid = {"error_code": ErrorCode.INVALID_REQUEST, "node_id": -1, "host": "",
                    "port": -1}
@@ -70,13 +80,25 @@ async def handle_find_coordinator(deps: GroupDeps, context: RequestContext, requ
     return response(ApiKey.FIND_COORDINATOR, version, coordinators=coordinators)
 
 
-def _coordinator_of(deps: GroupDeps, key: str) -> dict[str, Any]:
+def _coordinator_of(
+    deps: GroupDeps, context: RequestContext, key_type: int, key: str
+) -> dict[str, Any]:
+    # DESCRIBE on the group or transactional id, before anything is looked up (KafkaApis).
+    if key_type == _GROUP_KEY and not may(deps, context, Op.DESCRIBE, Type.GROUP, key):
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return {"error_code": refused, "node_id": -1, "host": "", "port": -1}
+    if key_type == _TRANSACTION_KEY and not may(
+        deps, context, Op.DESCRIBE, Type.TRANSACTIONAL_ID, key
+    ):
+        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return {"error_code": refused, "node_id": -1, "host": "", "port": -1}
     error, where = deps.find_coordinator(key)
     return {"error_code": error, "node_id": where[0], "host": where[1], "port": where[2]}
 
 
 async def handle_join_group(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
+    require_group(deps, context, Op.READ, request.group_id)
     client_id = context.header.client_id or ""
     session_timeout_ms = _ms(request.session_timeout)
     message = JoinGroupRequest(
@@ -125,6 +147,7 @@ async def handle_join_group(deps: GroupDeps, context: RequestContext, request: A
 
 async def handle_sync_group(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
+    require_group(deps, context, Op.READ, request.group_id)
     message = SyncGroupRequest(
         group_id=request.group_id,
         generation_id=request.generation_id,
@@ -150,6 +173,7 @@ async def handle_sync_group(deps: GroupDeps, context: RequestContext, request: A
 
 
 async def handle_heartbeat(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
+    require_group(deps, context, Op.READ, request.group_id)
     message = HeartbeatRequest(
         request.group_id,
         request.generation_id,
@@ -164,6 +188,7 @@ async def handle_heartbeat(deps: GroupDeps, context: RequestContext, request: An
 
 async def handle_leave_group(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
+    require_group(deps, context, Op.READ, request.group_id)
     if version >= 3:
         leaving = tuple(LeaveMember(m.member_id, m.group_instance_id) for m in request.members)
     else:
@@ -195,9 +220,20 @@ async def handle_offset_commit(deps: GroupDeps, context: RequestContext, request
     retention = getattr(request, "retention_time", None)
     known: list[CommitPartition] = []
     unknown: list[tuple[str, int, ErrorCode]] = []
+    # READ on the group (else every partition is refused), then READ on each topic, before
+    # existence is looked at (KafkaApis.handleOffsetCommitRequest).
+    group_refused = not may(deps, context, Op.READ, Type.GROUP, request.group_id)
     for topic in request.topics:
         info = deps.topics.get(topic.name)
+        refused: ErrorCode | None = None
+        if group_refused:
+            refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif not may(deps, context, Op.READ, Type.TOPIC, topic.name):
+            refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         for p in topic.partitions:
+            if refused is not None:
+                unknown.append((topic.name, p.partition_index, refused))
+                continue
             if info is None or not 0 <= p.partition_index < info.partitions:
                 # As Kafka's KafkaApis: commits for partitions that do not exist are refused.
                 unknown.append(
@@ -249,19 +285,53 @@ async def handle_offset_commit(deps: GroupDeps, context: RequestContext, request
     return response(ApiKey.OFFSET_COMMIT, version, topics=topics)
 
 
-def _fetch_offsets(deps: GroupDeps, group_id: str, topics: Any, member: tuple[Any, int]) -> Any:
+def _fetch_offsets(
+    deps: GroupDeps,
+    context: RequestContext,
+    group_id: str,
+    topics: Any,
+    member: tuple[Any, int],
+) -> Any:
+    """The group's committed offsets. With an authorizer: DESCRIBE on the group, else
+    GROUP_AUTHORIZATION_FAILED; topics the caller may not DESCRIBE are left out of an
+    all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (KafkaApis)."""
+    if not may(deps, context, Op.DESCRIBE, Type.GROUP, group_id):
+        return OffsetFetchResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     wanted = None
     if topics is not None:
         wanted = tuple((t.name, index) for t in topics for index in t.partition_indexes)
     message = OffsetFetchRequest(group_id, wanted, member[0], member[1])
-    return deps.groups().shard_of(group_id).offset_fetch(message)
+    answer = deps.groups().shard_of(group_id).offset_fetch(message)
+    if deps.authorizer is None:
+        return answer
+    names = {item.topic for item in answer.partitions}
+    visible = {name for name in names if may(deps, context, Op.DESCRIBE, Type.TOPIC, name)}
+    if visible == names:
+        return answer
+    if wanted is None:
+        kept = tuple(item for item in answer.partitions if item.topic in visible)
+    else:
+        kept = tuple(
+            item if item.topic in visible
+            else replace(item, offset=-1, leader_epoch=-1, metadata="",
+                         error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for item in answer.partitions
+        )
+    return replace(answer, partitions=kept)
 
 
 async def handle_offset_fetch(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     module = classes(ApiKey.OFFSET_FETCH, version)
     if version < 8:
-        answer = _fetch_offsets(deps, request.group_id, request.topics, (None, -1))
+        answer = _fetch_offsets(deps, context, request.group_id, request.topics, (None, -1))
+        if version < 2 and answer.error != ErrorCode.NONE and request.topics is not None:
+            # v1 has no top-level error: each requested partition carries it (Kafka's v0-1).
+            answer = replace(answer, partitions=tuple(
+                FetchedOffset(t.name, index, -1, error=answer.error)
+                for t in request.topics
+                for index in t.partition_indexes
+            ))
         topics = _fetched_topics(
             module, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", answer
         )
@@ -270,7 +340,7 @@ async def handle_offset_fetch(deps: GroupDeps, context: RequestContext, request:
     for group in request.groups:
         member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
         try:
-            answer = _fetch_offsets(deps, group.group_id, group.topics, member)
+            answer = _fetch_offsets(deps, context, group.group_id, group.topics, member)
         except KafkaError as error:
             groups.append(responses.build(
                 module.OffsetFetchResponseGroup, group_id=group.group_id, topics=(),
@@ -314,6 +384,11 @@ async def handle_consumer_group_heartbeat(
     deps: GroupDeps, context: RequestContext, request: Any
 ) -> Any:
     version = context.header.api_version
+    require_group(deps, context, Op.READ, request.group_id)
+    subscribed = request.subscribed_topic_names or ()
+    if any(not may(deps, context, Op.DESCRIBE, Type.TOPIC, name) for name in subscribed):
+        # KafkaApis.handleConsumerGroupHeartbeat: DESCRIBE on every subscribed topic
+        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     owned = None
     if request.topic_partitions is not None:
         owned = tuple(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from tidelog.broker.handlers.authorization import Op, Type, allowed_names
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.services import PartitionReplication
 from tidelog.broker.topic_registry import TopicRegistry
@@ -22,6 +23,7 @@ from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.records.batch import iter_batches
 from tidelog.records.record import iter_records
+from tidelog.security.authorizer import Authorizer
 from tidelog.storage.log import PartitionLog
 from tidelog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, TopicPartition
 
@@ -32,6 +34,15 @@ _TIERED_TIMESTAMPS = (-4, -5)
 class ListOffsetsDeps:
     topics: TopicRegistry
     replication: PartitionReplication
+    authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
+
+
+def _refused(deps: ListOffsetsDeps, context: RequestContext, names: set[str]) -> set[str]:
+    """Topics the caller may not DESCRIBE (answered TOPIC_AUTHORIZATION_FAILED before their
+    existence is looked at, as KafkaApis does)."""
+    if deps.authorizer is None:
+        return set()
+    return names - allowed_names(deps.authorizer, context, Op.DESCRIBE, Type.TOPIC, names)
 
 
 def _lookup(
@@ -103,6 +114,7 @@ async def handle_list_offsets(deps: ListOffsetsDeps, context: RequestContext, re
         for partition in topic.partitions
     )
     answered: set[tuple[str, int]] = set()
+    refused = _refused(deps, context, {topic.name for topic in request.topics})
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
@@ -115,6 +127,8 @@ async def handle_list_offsets(deps: ListOffsetsDeps, context: RequestContext, re
                 if named[key] > 1:
                     # Kafka's handler: a partition named twice is answered once, refused.
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "partition named twice")
+                if refused and topic.name in refused:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 offset, timestamp = _lookup(
                     deps, topic.name, partition.partition_index, partition.timestamp,
                     int(getattr(partition, "current_leader_epoch", -1)),
@@ -157,12 +171,15 @@ async def handle_offset_for_leader_epoch(
     version = context.header.api_version
     module = responses.response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
     topics = []
+    refused = _refused(deps, context, {topic.topic for topic in request.topics})
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
             tp = TopicPartition(topic.topic, partition.partition)
             epoch, end_offset, code = -1, -1, ErrorCode.NONE
             try:
+                if refused and topic.topic in refused:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 epoch, end_offset = deps.replication.end_offset_for_epoch(
                     tp, partition.leader_epoch,
                     int(getattr(partition, "current_leader_epoch", -1)),

@@ -14,8 +14,15 @@ from functools import partial
 from typing import Any
 
 from tidelog.broker.config import BrokerConfig
+from tidelog.broker.handlers.authorization import (
+    Op,
+    Type,
+    allowed,
+    allowed_names,
+    cluster_allowed,
+    cluster_operations,
+)
 from tidelog.broker.handlers.context import (
-    ALL_CLUSTER_OPERATIONS,
     ALL_TOPIC_OPERATIONS,
     HandlerTable,
     RequestContext,
@@ -27,6 +34,7 @@ from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.security.authorizer import Authorizer
 
 LEADER_EPOCH = 0
 log = logging.getLogger("tidelog.broker.metadata")
@@ -37,6 +45,7 @@ class MetadataDeps:
     config: BrokerConfig  # node id and advertised listener
     identity: ClusterIdentity
     topics: TopicRegistry
+    authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
 
 
 def requested_names(registry: TopicRegistry, request: Any, version: int) -> list[str] | None:
@@ -103,14 +112,37 @@ async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: 
     module = responses.response_module(ApiKey.METADATA, version)
     names = requested_names(deps.topics, request, version)
     allow_auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
-    topic_operations = authorized_operations(
-        getattr(request, "include_topic_authorized_operations", False), ALL_TOPIC_OPERATIONS
-    )
+    include_topic_operations = getattr(request, "include_topic_authorized_operations", False)
+    topic_operations = authorized_operations(include_topic_operations, ALL_TOPIC_OPERATIONS)
+    authorizer = deps.authorizer
+
+    def operations_of(name: str) -> int:
+        if authorizer is None or not include_topic_operations:
+            return topic_operations
+        return authorizer.authorized_operations(
+            context.principal, context.client_host, Type.TOPIC, name
+        )
+
     entries = []
     if names is None:
-        entries = [_topic_entry(deps, module, info, topic_operations) for info in deps.topics.all()]
+        every = deps.topics.all()
+        if authorizer is not None:  # topics the caller may not DESCRIBE are left out silently
+            visible = allowed_names(
+                authorizer, context, Op.DESCRIBE, Type.TOPIC, (info.name for info in every)
+            )
+            every = [info for info in every if info.name in visible]
+        entries = [_topic_entry(deps, module, info, operations_of(info.name)) for info in every]
     else:
+        refused: set[str] = set()
+        may_create_any = True
+        if authorizer is not None:
+            wanted = set(names)
+            refused = wanted - allowed_names(authorizer, context, Op.DESCRIBE, Type.TOPIC, wanted)
+            may_create_any = cluster_allowed(authorizer, context, Op.CREATE)
         for name in dict.fromkeys(names):
+            if refused and name in refused:
+                entries.append(_error_entry(module, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             info = deps.topics.get(name)
             if info is None:
                 try:
@@ -119,6 +151,14 @@ async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: 
                 except KafkaError as error:
                     entries.append(_error_entry(module, name, error.code))
                     continue
+            if info is None and allow_auto_create and deps.config.auto_create_topics and not (
+                authorizer is None
+                or may_create_any
+                or allowed(authorizer, context, Op.CREATE, Type.TOPIC, name)
+            ):
+                # Auto-creation needs CREATE on the cluster or on the topic (KafkaApis).
+                entries.append(_error_entry(module, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if info is None and allow_auto_create:
                 try:
                     info = deps.topics.auto_create(name)
@@ -132,7 +172,7 @@ async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: 
             if info is None:
                 entries.append(_error_entry(module, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                entries.append(_topic_entry(deps, module, info, topic_operations))
+                entries.append(_topic_entry(deps, module, info, operations_of(name)))
         entries += [
             responses.build(
                 module.MetadataResponseTopic, error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
@@ -155,9 +195,10 @@ async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: 
         cluster_id=deps.identity.cluster_id,
         controller_id=config.node_id,
         topics=tuple(entries),
-        cluster_authorized_operations=authorized_operations(
+        cluster_authorized_operations=cluster_operations(
+            authorizer,
+            context,
             getattr(request, "include_cluster_authorized_operations", False),
-            ALL_CLUSTER_OPERATIONS,
         ),
         error_code=ErrorCode.NONE,
     )

@@ -26,6 +26,7 @@ from typing import Any
 
 from tidelog.broker import clock
 from tidelog.broker.delayed import AppendWaiters
+from tidelog.broker.handlers.authorization import Op, Type, allowed_names
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.services import Metrics, PartitionReplication
@@ -44,6 +45,7 @@ from tidelog.records.batch import (
     peek_batch_size,
     split_batches,
 )
+from tidelog.security.authorizer import Authorizer
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.log_validator import AppendOrigin
 from tidelog.types import TopicPartition
@@ -60,6 +62,7 @@ class ProduceDeps:
     # acks=all answers after the high watermark passes the batch (cluster); on a single node
     # after the local append (and fsync in sync mode).
     acks_all_waits_for_replicas: bool
+    authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
 
 
 def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
@@ -144,6 +147,11 @@ async def handle_produce(
     elif request.acks not in (0, 1, -1):
         request_error = ErrorCode.INVALID_REQUIRED_ACKS
 
+    # WRITE per topic, decided before existence so a missing topic does not leak (KafkaApis).
+    refused: set[str] = set()
+    if deps.authorizer is not None:
+        names = {topic.name for topic in request.topics}
+        refused = names - allowed_names(deps.authorizer, context, Op.WRITE, Type.TOPIC, names)
     durable_waits: list[tuple[PartitionLog, int, dict[str, Any]]] = []
     replication = deps.replication
     replica_waits: list[tuple[TopicPartition, int, dict[str, Any]]] = []
@@ -166,6 +174,8 @@ async def handle_produce(
             try:
                 if request_error is not None:
                     raise KafkaError(request_error)
+                if refused and topic.name in refused:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if partition.records is None:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "null record set")
                 leader_epoch = replication.check_produce(tp, request.acks)

@@ -12,22 +12,43 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from tidelog.broker.handlers.authorization import Op, Type, cluster_allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.producer_ids import ProducerIdAllocator
 from tidelog.errors import ErrorCode
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.security.authorizer import Authorizer
 
 
 @dataclass(frozen=True, slots=True)
 class ProducerIdDeps:
     producer_ids: ProducerIdAllocator
+    authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
 
 
 async def handle_init_producer_id(
     deps: ProducerIdDeps, context: RequestContext, request: Any
 ) -> Any:
     cls = responses.response_class(ApiKey.INIT_PRODUCER_ID, context.header.api_version)
+    authorizer = deps.authorizer
+    if (
+        authorizer is not None
+        and request.transactional_id is None
+        and not cluster_allowed(authorizer, context, Op.IDEMPOTENT_WRITE)
+        and not authorizer.authorize_by_resource_type(
+            context.principal, context.client_host, Op.WRITE, Type.TOPIC
+        )
+    ):
+        # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+        # (KIP-679). A transactional one would need WRITE on its id, but it is refused below.
+        return responses.build(
+            cls,
+            throttle_time=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     if request.transactional_id is not None:
         # Transactions are not served (docs/decisions.md); an empty transactional id is
         # INVALID_REQUEST first, as Kafka's TransactionCoordinator.handleInitProducerId says.

@@ -1,0 +1,155 @@
+"""One contract suite for the ACL stores (broker/acl_store.FileAclStore and
+cluster/zk_acls.ZkAclStore against the session's real ZooKeeper), plus the ZooKeeper layout
+byte for byte as Kafka's ZooKeeper mode wrote it."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from tidelog.broker.acl_store import FileAclStore
+from tidelog.cluster import zk_acls
+from tidelog.cluster.zookeeper_server import ZooKeeperServer
+from tidelog.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+
+TYPES = [ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID,
+         ResourceType.USER]
+OPERATIONS = [op for op in AclOperation if op >= AclOperation.ALL]
+
+
+def binding(kind: ResourceType, name: str, pattern: PatternType, principal: str,
+            host: str, op: AclOperation, permission: AclPermissionType) -> AclBinding:
+    return AclBinding(ResourcePattern(kind, name, pattern),
+                      AccessControlEntry(principal, host, op, permission))
+
+
+SAMPLE = frozenset({
+    binding(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*",
+            AclOperation.READ, AclPermissionType.ALLOW),
+    binding(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:eve", "10.0.0.1",
+            AclOperation.ALL, AclPermissionType.DENY),
+    binding(ResourceType.TOPIC, "ord", PatternType.PREFIXED, "User:*", "*",
+            AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW),
+    binding(ResourceType.TOPIC, "*", PatternType.LITERAL, "User:ops", "*",
+            AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+    binding(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, "User:admin", "*",
+            AclOperation.IDEMPOTENT_WRITE, AclPermissionType.ALLOW),
+    binding(ResourceType.GROUP, "billing", PatternType.LITERAL, "User:alice", "*",
+            AclOperation.READ, AclPermissionType.ALLOW),
+    binding(ResourceType.TRANSACTIONAL_ID, "tx-", PatternType.PREFIXED, "User:app", "*",
+            AclOperation.WRITE, AclPermissionType.ALLOW),
+})
+
+
+@pytest.fixture
+def zk_client(zookeeper: ZooKeeperServer) -> Iterator[KazooClient]:
+    chroot = f"/tidelog-acls-{uuid.uuid4().hex[:12]}"
+    admin = KazooClient(hosts=zookeeper.connect_string, timeout=6.0)
+    admin.start(timeout=15)
+    admin.ensure_path(chroot)
+    client = KazooClient(hosts=zookeeper.connect_string + chroot, timeout=6.0)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        admin.delete(chroot, recursive=True)
+        admin.stop()
+
+
+@pytest.fixture(params=["file", "zookeeper"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "file":
+        return FileAclStore(tmp_path)
+    return zk_acls.ZkAclStore(request.getfixturevalue("zk_client"))
+
+
+def test_empty_store_loads_nothing(store: Any) -> None:
+    assert store.load() == frozenset()
+
+
+def test_save_then_load_round_trips_and_removes(store: Any) -> None:
+    store.save(SAMPLE)
+    assert store.load() == SAMPLE
+    fewer = frozenset(b for b in SAMPLE if b.entry.principal != "User:alice")
+    store.save(fewer)
+    assert store.load() == fewer
+    store.save(frozenset())
+    assert store.load() == frozenset()
+
+
+def test_random_sets_round_trip(store: Any) -> None:
+    rng = random.Random(11)
+    for _ in range(25):
+        wanted = frozenset(
+            binding(rng.choice(TYPES), rng.choice(["a", "ab", "b-c", "*", "x.y"]),
+                    rng.choice([PatternType.LITERAL, PatternType.PREFIXED]),
+                    rng.choice(["User:a", "User:*", "Group:g"]),
+                    rng.choice(["*", "127.0.0.1", "::1"]), rng.choice(OPERATIONS),
+                    rng.choice([AclPermissionType.ALLOW, AclPermissionType.DENY]))
+            for _ in range(rng.randint(0, 8))
+        )
+        wanted = frozenset(b for b in wanted
+                           if not (b.pattern.pattern_type == PatternType.PREFIXED
+                                   and b.pattern.name == "*"))
+        store.save(wanted)
+        assert store.load() == wanted
+
+
+def test_zookeeper_layout_is_kafkas(zk_client: KazooClient) -> None:
+    zk_acls.ZkAclStore(zk_client).save(SAMPLE)
+    data, _ = zk_client.get("/kafka-acl/Topic/orders")
+    assert json.loads(data) == {"version": 1, "acls": [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"},
+        {"principal": "User:eve", "permissionType": "Deny", "operation": "All",
+         "host": "10.0.0.1"},
+    ]}
+    data, _ = zk_client.get("/kafka-acl-extended/prefixed/Topic/ord")
+    assert json.loads(data)["acls"][0]["operation"] == "DescribeConfigs"
+    data, _ = zk_client.get("/kafka-acl/Cluster/kafka-cluster")
+    assert json.loads(data)["acls"][0]["operation"] == "IdempotentWrite"
+    assert zk_client.exists("/kafka-acl-extended/prefixed/TransactionalId/tx-")
+    literal = sorted(zk_client.get_children("/kafka-acl-changes"))
+    extended = sorted(zk_client.get_children("/kafka-acl-extended-changes"))
+    assert len(literal) == 4 and len(extended) == 2  # one notice per changed pattern
+    notices = {zk_client.get(f"/kafka-acl-changes/{name}")[0] for name in literal}
+    assert b"Topic:orders" in notices and b"Cluster:kafka-cluster" in notices
+    event = json.loads(zk_client.get(f"/kafka-acl-extended-changes/{extended[0]}")[0])
+    assert event["version"] == 1 and event["patternType"] == "PREFIXED"
+    # saving the same set again changes nothing and announces nothing
+    zk_acls.ZkAclStore(zk_client).save(SAMPLE)
+    assert len(zk_client.get_children("/kafka-acl-changes")) == 4
+
+
+def test_change_notices_decode_as_kafka_writes_them() -> None:
+    for pattern in {b.pattern for b in SAMPLE}:
+        prefix, data = zk_acls.change_notification(pattern)
+        assert zk_acls.decode_change(prefix, data) == pattern
+    # Kafka's LiteralAclChangeStore writes the enum's toString: TOPIC:orders
+    assert zk_acls.decode_change(zk_acls.LITERAL_CHANGES, b"TOPIC:orders") == ResourcePattern(
+        ResourceType.TOPIC, "orders", PatternType.LITERAL
+    )
+    with pytest.raises(zk_acls.ZkAclError):
+        zk_acls.decode_change(zk_acls.LITERAL_CHANGES, b"no-separator")
+
+
+def test_a_znode_kafka_would_not_write_is_an_error(zk_client: KazooClient) -> None:
+    zk_client.create("/kafka-acl/Topic/bad", b'{"version":1,"acls":[{"principal":"x"}]}',
+                     makepath=True)
+    with pytest.raises(zk_acls.ZkAclError, match="/kafka-acl/Topic/bad"):
+        zk_acls.ZkAclStore(zk_client).load()
