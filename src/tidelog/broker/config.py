@@ -49,6 +49,12 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     group_consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    # Transactions (Kafka's names; Kafka's default of 50 partitions is kept at 1 here, as
+    # for offsets.topic.num.partitions: a single node gains nothing from more).
+    transaction_state_log_num_partitions: int = 1  # transaction.state.log.num.partitions
+    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (flush.ms, cleaner)
     log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
     log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
@@ -92,6 +98,13 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _parse_int),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _parse_int),
     "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _parse_int),
+    "transaction.state.log.num.partitions": (
+        "transaction_state_log_num_partitions", _parse_int
+    ),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _parse_int),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms", _parse_int
+    ),
 }
 
 # Kafka's coarser spellings of some log settings, converted to the millisecond name.

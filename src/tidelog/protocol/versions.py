@@ -55,6 +55,10 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         21: (0, 2),  # DeleteRecords
         22: (0, 4),  # InitProducerId
         23: (2, 4),  # OffsetForLeaderEpoch (kio starts at v2)
+        24: (0, 5),  # AddPartitionsToTxn (v4-5: batched, verify_only; single node only)
+        25: (0, 4),  # AddOffsetsToTxn (v5 would be transaction version 2)
+        26: (0, 4),  # EndTxn (v5: transaction version 2, KIP-890 part 2, not served)
+        28: (0, 4),  # TxnOffsetCommit
         32: (1, 4),  # DescribeConfigs (kio starts at v1)
         37: (0, 3),  # CreatePartitions
         42: (0, 2),  # DeleteGroups

@@ -232,6 +232,15 @@ class ProducerStateManager:
             producer_id, sequence = batch.producer_id, batch.base_sequence
             if batch.is_control:
                 continue  # markers: check_marker, by the writer of markers
+            if producer_id >= 0 and sequence < 0:
+                entry = self.producers.get(producer_id)
+                if entry is not None and batch.producer_epoch < entry.producer_epoch:
+                    raise KafkaError(
+                        ErrorCode.INVALID_PRODUCER_EPOCH,
+                        f"producer {producer_id} epoch {batch.producer_epoch} < "
+                        f"{entry.producer_epoch}",
+                    )
+                continue
             if (
                 producer_id in self.ongoing
                 and not batch.is_transactional
@@ -283,13 +292,32 @@ class ProducerStateManager:
                     batch.last_sequence, batch.base_offset, batch.last_offset,
                     batch.max_timestamp, transactional=batch.is_transactional,
                 )
+            elif batch.is_transactional:
+                self.open_txn(batch.producer_id, batch.producer_epoch, batch.base_offset)
         return completed
+
+    def open_txn(self, producer_id: int, producer_epoch: int, first_offset: int) -> None:
+        """A transactional batch without sequences (a coordinator's, e.g. TxnOffsetCommit's
+        offsets in `__consumer_offsets`): it opens the producer's transaction all the same."""
+        entry = self.producers.get(producer_id)
+        if entry is None or entry.producer_epoch != producer_epoch:
+            fresh = ProducerEntry(producer_epoch)
+            if entry is not None:
+                fresh.coordinator_epoch = entry.coordinator_epoch
+                fresh.current_txn_first_offset = entry.current_txn_first_offset
+            entry = fresh
+            self.producers[producer_id] = entry
+        if entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[producer_id] = first_offset
 
     def replay(self, headers: Iterable[_Header]) -> None:
         """Rebuild from stored data-batch headers (recovery, truncation); control batches go
         to `complete_txn` (their type is in the record, which a header does not hold)."""
         for header in headers:
-            if header.producer_id >= 0 and header.base_sequence >= 0:
+            if header.producer_id >= 0 and header.base_sequence < 0 and header.is_transactional:
+                self.open_txn(header.producer_id, header.producer_epoch, header.base_offset)
+            elif header.producer_id >= 0 and header.base_sequence >= 0:
                 last_sequence = (header.base_sequence + header.last_offset_delta) % 2**31
                 self.update(
                     header.producer_id, header.producer_epoch, header.base_sequence,

@@ -35,9 +35,18 @@ from tidelog.broker.internal_topics import OFFSETS_TOPIC
 from tidelog.broker.metrics.registry import GroupStats
 from tidelog.coordinator.coordinator import GroupCoordinatorShard, ShardSnapshot, partition_for
 from tidelog.coordinator.loader import encode_batch
-from tidelog.coordinator.messages import Result, TimerKey, TimerRequest, TopicsImage
+from tidelog.coordinator.messages import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    Result,
+    TimerKey,
+    TimerRequest,
+    TopicsImage,
+)
+from tidelog.coordinator.txn_offsets import TransactionalRecord, TransactionEnd
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.records.batch import RecordBatch
+from tidelog.records.builder import NewRecord, build_batch
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -366,6 +375,45 @@ class GroupService:
                 except KafkaError as error:
                     log.warning("offset expiry in partition %d deferred: %s", partition, error)
         self._schedule_retention()
+
+    # ------------------------------------------------------------ transactions
+
+    async def txn_offset_commit(
+        self, request: OffsetCommitRequest, producer_id: int, producer_epoch: int
+    ) -> OffsetCommitResponse:
+        """TxnOffsetCommit: append the offsets as a transactional batch of the producer; they
+        stay pending in the shard until the transaction's marker (`on_transaction_marker`)."""
+        partition = self.partition_of(request.group_id)
+        shard = self._shard(partition)
+        now_ms = clock.now_ms()
+        result = shard.txn_offset_commit(request, now_ms)
+        assert result.response is not None
+        if not result.records:
+            return result.response
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        partition_log = self.broker.partition_log(OFFSETS_TOPIC, partition)
+        buffer = build_batch(
+            [NewRecord(value=r.value_bytes(), key=r.key_bytes()) for r in result.records],
+            producer_id=producer_id, producer_epoch=producer_epoch, transactional=True,
+            now_ms=now_ms,
+        )
+        try:
+            appended = partition_log.append([RecordBatch(memoryview(buffer))], now_ms=now_ms)
+        except OSError as error:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error)) from None
+        for record in result.records:
+            shard.replay(TransactionalRecord(producer_id, record))
+        self.broker.append_waiters.notify(tp)
+        if partition_log.config.durability == "sync":
+            await self.broker.wait_durable(partition_log, appended.last_offset + 1)
+        return result.response
+
+    def on_transaction_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT/ABORT marker was appended to `__consumer_offsets` partition `partition`:
+        the producer's pending offsets there materialise or vanish."""
+        shard = self.shards.get(partition)
+        if shard is not None:
+            shard.replay(TransactionEnd(producer_id, committed))
 
     def metrics_snapshot(self) -> GroupStats:
         """Groups per state and committed offsets, for /metrics (read at scrape time)."""

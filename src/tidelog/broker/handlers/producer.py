@@ -1,9 +1,10 @@
-"""InitProducerId (key 22, v0-4): a fresh producer id for idempotent producers.
+"""InitProducerId (key 22, v0-4): a fresh producer id for idempotent producers, and for a
+transactional.id the transaction coordinator's answer (`transactions.init_transactional`).
 
 Ids come from `ProducerIdAllocator`, which reserves blocks on disk first, so an id is never
-handed out twice, even across restarts. Epoch 0 for a new id. Transactions are not supported:
-a transactional.id is answered with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error that
-every client reports by name instead of retrying forever.
+handed out twice, even across restarts. Epoch 0 for a new id. Without a transaction
+coordinator (cluster mode, for now) a transactional.id is answered with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error every client reports by name.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.transactions import TransactionDeps, init_transactional
 from tidelog.broker.producer_ids import ProducerIdAllocator
 from tidelog.errors import ErrorCode
 from tidelog.protocol import responses
@@ -22,6 +24,7 @@ from tidelog.protocol.api_keys import ApiKey
 @dataclass(frozen=True, slots=True)
 class ProducerIdDeps:
     producer_ids: ProducerIdAllocator
+    transactions: TransactionDeps | None = None  # None: transactional ids are refused
 
 
 async def handle_init_producer_id(
@@ -29,9 +32,17 @@ async def handle_init_producer_id(
 ) -> Any:
     cls = responses.response_class(ApiKey.INIT_PRODUCER_ID, context.header.api_version)
     if request.transactional_id is not None:
-        # Transactions are not served (docs/decisions.md); an empty transactional id is
-        # INVALID_REQUEST first, as Kafka's TransactionCoordinator.handleInitProducerId says.
+        # An empty transactional id is INVALID_REQUEST first, as Kafka's
+        # TransactionCoordinator.handleInitProducerId says.
         empty = request.transactional_id == ""
+        if deps.transactions is not None and not empty:
+            answer = await init_transactional(
+                deps.transactions, context.header.api_version, request
+            )
+            return responses.build(
+                cls, throttle_time=0, error_code=answer.error,
+                producer_id=answer.producer_id, producer_epoch=answer.producer_epoch,
+            )
         return responses.build(
             cls,
             throttle_time=0,
