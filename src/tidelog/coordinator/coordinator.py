@@ -296,8 +296,15 @@ class GroupCoordinatorShard:
     ) -> Result[OffsetCommitResponse]:
         """TxnOffsetCommit: the OffsetCommit records to append inside the producer's
         transaction (the caller replays them as `TransactionalRecord`s). KIP-447: a member id
-        and generation, when given, are checked as an OffsetCommit's are."""
-        error = self._validate_commit(request)
+        or generation, when given, is checked as an OffsetCommit's is; a request with neither
+        (TxnOffsetCommit before v3, or a producer outside the group) is accepted, as Kafka's
+        validateTransactionalOffsetCommit does."""
+        if not request.group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        elif not request.member_id and request.generation_id < 0:
+            error = ErrorCode.NONE
+        else:
+            error = self._validate_commit(request)
         if error is not ErrorCode.NONE:
             failed = tuple((p.topic, p.partition, error) for p in request.partitions)
             return Result(response=OffsetCommitResponse(failed))
