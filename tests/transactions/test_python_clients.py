@@ -39,7 +39,7 @@ def test_kafka_python_commit_and_abort(broker_factory: BrokerFactory) -> None:
     assert read_values(broker.bootstrap, "kp-txn", "read_committed",
                        lambda v: b"kept-last" in v) == kept
     assert read_values(broker.bootstrap, "kp-txn", "read_uncommitted",
-                       lambda v: b"kept-last" in v) == kept[:3] + [b"dropped"] + kept[3:]
+                       lambda v: b"kept-last" in v) == [*kept[:3], b"dropped", *kept[3:]]
     assert list_offset(broker.bootstrap, "kp-txn", 1) == list_offset(broker.bootstrap, "kp-txn", 0)
 
 
