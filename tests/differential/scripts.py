@@ -24,6 +24,7 @@ CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID = 19, 20, 21, 22
 OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 23, 32, 33, 37
 DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 42, 44, 47
 DESCRIBE_CLUSTER, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 60, 68, 69
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -39,6 +40,8 @@ API_NAMES = {
     OFFSET_DELETE: "OffsetDelete", DESCRIBE_CLUSTER: "DescribeCluster",
     CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
+    ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
+    END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit",
 }
 T0 = 1_600_000_000_000  # 2020-09-13T12:26:40Z: every record timestamp is T0 + something
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
@@ -455,6 +458,7 @@ def sessions(token: str) -> list[Session]:
         _groups_admin(t),
         _configs(t),
         _init_producer_id(t),
+        _transactions(t),
         _describe_cluster(t),
         _internal_topics(t),
     ]
@@ -1670,6 +1674,97 @@ def _init_producer_id(t: str) -> Session:
             Step("v4-transactional", INIT_PRODUCER_ID, 4, body(4, f"{t}txn")),
             Step("v4-transactional-timeout-too-large", INIT_PRODUCER_ID, 4,
                  body(4, f"{t}txn", timeout=3_600_000)),
+        ],
+    )
+
+
+def _transactions(t: str) -> Session:
+    """One transaction through its APIs, then the errors of a fenced producer. Only answers
+    that do not race with the markers are compared: Kafka answers EndTxn after PrepareCommit
+    and writes markers afterwards (CONCURRENT_TRANSACTIONS meanwhile); the waits are setup."""
+    data, txn, group = f"{t}txn-data", f"{t}tx", f"{t}txn-group"
+
+    def capture(response: Any, ctx: Ctx) -> None:
+        ctx["pid"] = response["producer_id"]
+        ctx["epoch"] = response["producer_epoch"]
+
+    def init_body(ctx: Ctx) -> dict[str, Any]:
+        return {"transactional_id": txn, "transaction_timeout": 60000, "producer_id": -1,
+                "producer_epoch": -1}
+
+    def add(name: str, partitions: list[int], pid_delta: int = 0, epoch_delta: int = 0,
+            version: int = 3):
+        def body(ctx: Ctx) -> dict[str, Any]:
+            return {
+                "v3_and_below_transactional_id": txn,
+                "v3_and_below_producer_id": ctx["pid"] + pid_delta,
+                "v3_and_below_producer_epoch": ctx["epoch"] + epoch_delta,
+                "v3_and_below_topics": [{"name": name, "partitions": partitions}],
+            }
+        return body
+
+    def produce(seq: int, partition: int = 0):
+        def body(ctx: Ctx) -> dict[str, Any]:
+            data_batch = batch(records(1, seq), producer_id=ctx["pid"],
+                               producer_epoch=ctx["epoch"], base_sequence=seq, attributes=0x10)
+            return produce_body(data, {partition: data_batch}, txn=txn)
+        return body
+
+    def end(commit: bool, epoch_delta: int = 0, pid_delta: int = 0):
+        def body(ctx: Ctx) -> dict[str, Any]:
+            return {"transactional_id": txn, "producer_id": ctx["pid"] + pid_delta,
+                    "producer_epoch": ctx["epoch"] + epoch_delta, "committed": commit}
+        return body
+
+    def offsets(ctx: Ctx) -> dict[str, Any]:
+        return {"transactional_id": txn, "producer_id": ctx["pid"],
+                "producer_epoch": ctx["epoch"], "group_id": group}
+
+    def txn_commit(ctx: Ctx) -> dict[str, Any]:
+        return {"transactional_id": txn, "group_id": group, "producer_id": ctx["pid"],
+                "producer_epoch": ctx["epoch"], "generation_id": -1, "member_id": "",
+                "group_instance_id": None, "topics": [{"name": data, "partitions": [
+                    {"partition_index": 0, "committed_offset": 1,
+                     "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+
+    not_concurrent = lambda r: _error_of(r, "error_code") not in (  # noqa: E731
+        *_COORDINATOR_NOT_READY, "CONCURRENT_TRANSACTIONS(51)")
+    return Session(
+        "transactions",
+        [
+            *setup_topic(data, 2),
+            *setup_coordinator(txn, 1),
+            *setup_coordinator(group, 0),
+            Step("setup-init", INIT_PRODUCER_ID, 4, init_body, compare=False,
+                 until=not_concurrent),
+            Step("init-v4", INIT_PRODUCER_ID, 4, init_body, capture=capture),
+            Step("add-partitions-v3-wrong-producer-id", ADD_PARTITIONS_TO_TXN, 3,
+                 add(data, [0], pid_delta=1)),
+            Step("add-partitions-v3-unknown-topic", ADD_PARTITIONS_TO_TXN, 3,
+                 add(f"{t}txn-nope", [0])),
+            Step("end-txn-v3-nothing-to-commit", END_TXN, 3, end(True)),
+            Step("add-partitions-v3", ADD_PARTITIONS_TO_TXN, 3, add(data, [0])),
+            Step("add-partitions-v3-again", ADD_PARTITIONS_TO_TXN, 3, add(data, [0])),
+            Step("produce-v9-transactional", PRODUCE, 9, produce(0)),
+            Step("add-offsets-v3", ADD_OFFSETS_TO_TXN, 3, offsets),
+            Step("txn-offset-commit-v3", TXN_OFFSET_COMMIT, 3, txn_commit),
+            Step("list-offsets-v4-read-committed", LIST_OFFSETS, 4,
+                 list_offsets_body(4, data, {0: -1}, isolation=1)),
+            Step("fetch-v11-read-committed-open", FETCH, 11,
+                 fetch_body(11, data, 0, isolation=1)),
+            Step("end-txn-v3-wrong-producer-id", END_TXN, 3, end(True, pid_delta=1)),
+            Step("end-txn-v3-fenced-epoch", END_TXN, 3, end(True, epoch_delta=-1)),
+            Step("end-txn-v3-abort", END_TXN, 3, end(False)),
+            Step("setup-wait-complete", INIT_PRODUCER_ID, 4, init_body, compare=False,
+                 until=not_concurrent),
+            Step("fetch-v11-read-committed-aborted", FETCH, 11,
+                 fetch_body(11, data, 0, isolation=1)),
+            Step("list-offsets-v4-read-committed-after", LIST_OFFSETS, 4,
+                 list_offsets_body(4, data, {0: -1}, isolation=1)),
+            Step("end-txn-v1-old-epoch", END_TXN, 1, end(True)),
+            Step("end-txn-v3-old-epoch", END_TXN, 3, end(True)),
+            Step("add-partitions-v3-old-epoch", ADD_PARTITIONS_TO_TXN, 3, add(data, [0])),
+            Step("add-offsets-v1-old-epoch", ADD_OFFSETS_TO_TXN, 1, offsets),
         ],
     )
 
