@@ -25,6 +25,7 @@ OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 23
 DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 42, 44, 47
 DESCRIBE_CLUSTER, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 60, 68, 69
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -42,6 +43,8 @@ API_NAMES = {
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
     END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit",
+    DESCRIBE_PRODUCERS: "DescribeProducers", DESCRIBE_TRANSACTIONS: "DescribeTransactions",
+    LIST_TRANSACTIONS: "ListTransactions",
 }
 T0 = 1_600_000_000_000  # 2020-09-13T12:26:40Z: every record timestamp is T0 + something
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
@@ -1765,8 +1768,18 @@ def _transactions(t: str) -> Session:
             Step("end-txn-v3-old-epoch", END_TXN, 3, end(True)),
             Step("add-partitions-v3-old-epoch", ADD_PARTITIONS_TO_TXN, 3, add(data, [0])),
             Step("add-offsets-v1-old-epoch", ADD_OFFSETS_TO_TXN, 1, offsets),
+            # Only an unknown id: the known one's start time (-1 once complete, on both
+            # brokers) is a negative timestamp the harness's decoder refuses.
+            Step("describe-transactions-v0", DESCRIBE_TRANSACTIONS, 0,
+                 {"transactional_ids": [f"{t}tx-missing"]}),
+            Step("list-transactions-v1", LIST_TRANSACTIONS, 1, lambda ctx: {
+                "state_filters": ["CompleteAbort", "Bogus"],
+                "producer_id_filters": [ctx["pid"]], "duration_filter": -1}),
+            Step("describe-producers-v0", DESCRIBE_PRODUCERS, 0, {
+                "topics": [{"name": data, "partition_indexes": [0, 9]}]}),
         ],
     )
+
 
 
 def _describe_cluster(t: str) -> Session:

@@ -162,3 +162,69 @@ def _records(batch: Any) -> list[Any]:
     from tidelog.records.record import iter_records
 
     return list(iter_records(batch))
+
+
+def test_admin_apis_and_require_stable(broker_factory: BrokerFactory) -> None:
+    """DescribeTransactions, ListTransactions and DescribeProducers show an open transaction
+    (how a hanging one is found); OffsetFetch require_stable answers UNSTABLE_OFFSET_COMMIT
+    while a transaction holds the group's offset, the offset once it commits."""
+    broker = broker_factory()
+    create_topic(broker.bootstrap, "raw-admin")
+    with RawClient(broker.bootstrap) as client:
+        answer = init(client, "raw-a")
+        pid, epoch = answer.producer_id, answer.producer_epoch
+        add_partitions(client, "raw-a", pid, epoch, "raw-admin", [0])
+        produce_txn(client, "raw-a", "raw-admin", pid, epoch, 0, [b"open"])
+        offsets = request_module(ApiKey.ADD_OFFSETS_TO_TXN, 3)
+        added = client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, offsets.AddOffsetsToTxnRequest(
+            transactional_id="raw-a", producer_id=pid, producer_epoch=epoch, group_id="raw-g"))
+        assert added.error_code == KioErrorCode.none
+        commit = request_module(ApiKey.TXN_OFFSET_COMMIT, 3)
+        committed = client.call(ApiKey.TXN_OFFSET_COMMIT, 3, commit.TxnOffsetCommitRequest(
+            transactional_id="raw-a", group_id="raw-g", producer_id=pid, producer_epoch=epoch,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=(commit.TxnOffsetCommitRequestTopic(name="raw-admin", partitions=(
+                commit.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                    committed_metadata=""),)),),
+        ))
+        assert committed.topics[0].partitions[0].error_code == KioErrorCode.none
+
+        def offset_fetch() -> Any:
+            module = request_module(ApiKey.OFFSET_FETCH, 7)
+            answer = client.call(ApiKey.OFFSET_FETCH, 7, module.OffsetFetchRequest(
+                group_id="raw-g", require_stable=True,
+                topics=(module.OffsetFetchRequestTopic(name="raw-admin",
+                                                       partition_indexes=(0,)),),
+            ))
+            return answer.topics[0].partitions[0]
+
+        pending = offset_fetch()
+        assert (pending.error_code, pending.committed_offset) == (
+            KioErrorCode.unstable_offset_commit, -1)
+
+        describe = request_module(ApiKey.DESCRIBE_TRANSACTIONS, 0)
+        states = client.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, describe.DescribeTransactionsRequest(
+            transactional_ids=("raw-a", "raw-missing"))).transaction_states
+        assert states[0].transaction_state == "Ongoing" and states[0].producer_id == pid
+        assert sorted((t.topic, tuple(t.partitions)) for t in states[0].topics) == [
+            ("__consumer_offsets", (0,)), ("raw-admin", (0,))]
+        assert states[1].error_code == KioErrorCode.transactional_id_not_found
+        listing = request_module(ApiKey.LIST_TRANSACTIONS, 1)
+        listed = client.call(ApiKey.LIST_TRANSACTIONS, 1, listing.ListTransactionsRequest(
+            state_filters=("Ongoing", "Sleeping"), producer_id_filters=(), duration_filter=-1))
+        assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [
+            ("raw-a", "Ongoing")]
+        assert listed.unknown_state_filters == ("Sleeping",)
+        producers = request_module(ApiKey.DESCRIBE_PRODUCERS, 0)
+        described = client.call(ApiKey.DESCRIBE_PRODUCERS, 0, producers.DescribeProducersRequest(
+            topics=(producers.TopicRequest(name="raw-admin", partition_indexes=(0,)),)))
+        active = described.topics[0].partitions[0].active_producers
+        assert [(p.producer_id, p.current_txn_start_offset) for p in active] == [(pid, 0)]
+
+        assert end_txn(client, "raw-a", pid, epoch, True) == KioErrorCode.none
+        stable = offset_fetch()
+        assert (stable.error_code, stable.committed_offset) == (KioErrorCode.none, 1)
+        states = client.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, describe.DescribeTransactionsRequest(
+            transactional_ids=("raw-a",))).transaction_states
+        assert states[0].transaction_state == "CompleteCommit"

@@ -33,6 +33,7 @@ from tidelog.broker.handlers import (
     produce,
     producer,
     transactions,
+    transactions_admin,
 )
 from tidelog.broker.handlers.admin_common import AdminDeps
 from tidelog.broker.handlers.context import HandlerTable
@@ -97,6 +98,9 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     table |= groups.handlers(GroupDeps(topics, load_groups, locator))
     if replication is None:
         table |= transactions.handlers(txn_deps)
+        table |= transactions_admin.handlers(
+            transactions_admin.TransactionAdminDeps(topics, load_transactions)
+        )
     else:
         from tidelog.broker.handlers import cluster, cluster_admin
         from tidelog.broker.handlers.cluster_common import ClusterDeps

@@ -65,6 +65,9 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         44: (0, 1),  # IncrementalAlterConfigs
         47: (0, 0),  # OffsetDelete
         60: (0, 1),  # DescribeCluster
+        61: (0, 0),  # DescribeProducers (single node)
+        65: (0, 0),  # DescribeTransactions (single node)
+        66: (0, 1),  # ListTransactions (v2's transactional_id_pattern not served; single node)
         68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
         69: (0, 1),  # ConsumerGroupDescribe
     }
@@ -107,6 +110,8 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         47: "OffsetDelete",
         60: "DescribeCluster",
         61: "DescribeProducers",
+        65: "DescribeTransactions",
+        66: "ListTransactions",
         68: "ConsumerGroupHeartbeat",
         69: "ConsumerGroupDescribe",
     }

@@ -465,7 +465,7 @@ class PartitionLog:
                 marker = read_end_transaction_marker(RecordBatch(raw))
                 completed = state.complete_txn(
                     header.producer_id, header.producer_epoch, marker.control_type,
-                    header.base_offset, marker.coordinator_epoch,
+                    header.base_offset, marker.coordinator_epoch, header.max_timestamp,
                 )
                 if completed.is_aborted:
                     self._index_abort(segment.base_offset, completed)

@@ -92,6 +92,13 @@ class ProducerEntry:
     )
     coordinator_epoch: int = -1
     current_txn_first_offset: int = -1
+    marker_timestamp: int = -1  # of the last COMMIT/ABORT marker (not in snapshots)
+
+    @property
+    def last_timestamp(self) -> int:
+        """Kafka's lastTimestamp: of the newest data batch or marker of this producer."""
+        batch = self.batches[-1].max_timestamp if self.batches else -1
+        return max(batch, self.marker_timestamp)
 
     @property
     def last_sequence(self) -> int:
@@ -152,6 +159,7 @@ class ProducerStateManager:
         control_type: int,
         marker_offset: int,
         coordinator_epoch: int,
+        timestamp: int = -1,
     ) -> CompletedTxn:
         """Close the producer's transaction with the marker at `marker_offset`."""
         entry = self.producers.get(producer_id)
@@ -168,6 +176,7 @@ class ProducerStateManager:
             first_offset = marker_offset  # an empty transaction: the marker alone
         entry.current_txn_first_offset = -1
         entry.coordinator_epoch = coordinator_epoch
+        entry.marker_timestamp = timestamp
         self.ongoing.pop(producer_id, None)
         return CompletedTxn(
             producer_id, first_offset, marker_offset, control_type == ControlRecordType.ABORT
@@ -284,7 +293,7 @@ class ProducerStateManager:
                 marker = read_end_transaction_marker(batch)
                 completed.append(self.complete_txn(
                     batch.producer_id, batch.producer_epoch, marker.control_type,
-                    batch.base_offset, marker.coordinator_epoch,
+                    batch.base_offset, marker.coordinator_epoch, batch.max_timestamp,
                 ))
             elif batch.base_sequence >= 0:
                 self.update(

@@ -12,6 +12,7 @@ coordinator of a group is the leader of its `__consumer_offsets` partition
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -249,19 +250,35 @@ async def handle_offset_commit(deps: GroupDeps, context: RequestContext, request
     return response(ApiKey.OFFSET_COMMIT, version, topics=topics)
 
 
-def _fetch_offsets(deps: GroupDeps, group_id: str, topics: Any, member: tuple[Any, int]) -> Any:
+def _fetch_offsets(
+    deps: GroupDeps, group_id: str, topics: Any, member: tuple[Any, int],
+    require_stable: bool = False,
+) -> Any:
     wanted = None
     if topics is not None:
         wanted = tuple((t.name, index) for t in topics for index in t.partition_indexes)
     message = OffsetFetchRequest(group_id, wanted, member[0], member[1])
-    return deps.groups().shard_of(group_id).offset_fetch(message)
+    shard = deps.groups().shard_of(group_id)
+    answer = shard.offset_fetch(message)
+    if require_stable and answer.partitions:
+        # OffsetFetch v7+ require_stable (KIP-447): an offset a transaction may still change
+        # is UNSTABLE_OFFSET_COMMIT (the consumer retries until the transaction ends).
+        pending = shard.pending_txn_offsets
+        answer = dataclasses.replace(answer, partitions=tuple(
+            dataclasses.replace(item, offset=-1, leader_epoch=-1, metadata="",
+                                error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+            if pending.has_pending(group_id, item.topic, item.partition) else item
+            for item in answer.partitions
+        ))
+    return answer
 
 
 async def handle_offset_fetch(deps: GroupDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     module = classes(ApiKey.OFFSET_FETCH, version)
     if version < 8:
-        answer = _fetch_offsets(deps, request.group_id, request.topics, (None, -1))
+        answer = _fetch_offsets(deps, request.group_id, request.topics, (None, -1),
+                                bool(getattr(request, "require_stable", False)))
         topics = _fetched_topics(
             module, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", answer
         )
@@ -270,7 +287,8 @@ async def handle_offset_fetch(deps: GroupDeps, context: RequestContext, request:
     for group in request.groups:
         member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
         try:
-            answer = _fetch_offsets(deps, group.group_id, group.topics, member)
+            answer = _fetch_offsets(deps, group.group_id, group.topics, member,
+                                    bool(getattr(request, "require_stable", False)))
         except KafkaError as error:
             groups.append(responses.build(
                 module.OffsetFetchResponseGroup, group_id=group.group_id, topics=(),
