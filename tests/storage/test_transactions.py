@@ -21,11 +21,15 @@ from tidelog.records.control import (
     EndTransactionMarker,
     build_end_transaction_batch,
 )
+from tidelog.records.record import iter_records
+from tidelog.storage.cleaner import LogCleaner
 from tidelog.storage.config import LogConfig
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.producer_state import ProducerStateManager
 from tidelog.storage.transaction_index import ENTRY_SIZE, AbortedTxn
 from tidelog.types import TopicPartition
+
+from .helpers import read_all
 
 TP = TopicPartition("txn", 0)
 CONFIG = LogConfig(segment_bytes=600)
@@ -207,3 +211,32 @@ def test_snapshot_keeps_the_open_transaction() -> None:
     copy = ProducerStateManager.decode(state.encode())
     assert copy.first_unstable_offset() == 10
     assert copy.producers[5].current_txn_first_offset == 10
+
+
+def test_compaction_keeps_committed_records_behind_an_aborted_one(tmp_path: Path) -> None:
+    """An aborted transactional record of a key must not shadow the committed record before
+    it (__consumer_offsets holds TxnOffsetCommit records): transactional batches neither
+    shadow nor get compacted."""
+    config = LogConfig(cleanup_policy="compact", segment_bytes=600, min_cleanable_dirty_ratio=0.0)
+    log = PartitionLog(TP, tmp_path / "c", config)
+
+    def keyed(value: bytes, key: bytes = b"k", **fields: int) -> RecordBatch:
+        record = NewRecord(value, key, timestamp_ms=1_000)
+        return RecordBatch(memoryview(build_batch([record], now_ms=1_000, **fields))) # type: ignore[arg-type]
+
+    log.append([keyed(b"old")], now_ms=0)
+    log.append([keyed(b"committed")], now_ms=0)
+    log.append([keyed(b"aborted", producer_id=5, producer_epoch=0, transactional=True)], now_ms=0)
+    log.append([marker(5, 0, commit=False)], now_ms=0)
+    for index in range(30):  # roll past them so they are cleanable
+        log.append([keyed(b"filler", b"f%d" % index)], now_ms=0)
+    cleaner = LogCleaner()
+    steps = 0
+    while cleaner.clean_step(log, 0, 1 << 20):
+        steps += 1
+        assert steps < 1000
+    values = [r.value for b in read_all(log) if not b.is_control for r in iter_records(b)
+              if r.key == b"k"]
+    assert values == [b"committed", b"aborted"]  # "old" compacted away, the aborted kept
+    assert log.aborted_transactions(0, log.log_end_offset) == [AbortedTxn(5, 2, 3, 4)]
+    log.close()
