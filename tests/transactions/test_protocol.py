@@ -13,11 +13,17 @@ import pytest
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from broker.raw import RawClient, request_module
+from tidelog.coordinator.transactions import TransactionCoordinator
+from tidelog.coordinator.txn_records import decode_txn_record
 from tidelog.protocol.api_keys import ApiKey
-from tidelog.records.batch import iter_batches
+from tidelog.records.batch import RecordBatch, iter_batches
 from tidelog.records.builder import NewRecord, build_batch
+from tidelog.records.record import iter_records
+from tidelog.storage.config import LogConfig
+from tidelog.storage.log import PartitionLog
+from tidelog.types import TopicPartition
 
-from .helpers import create_topic
+from .helpers import create_topic, wait_for
 
 if TYPE_CHECKING:
     from conftest import BrokerFactory
@@ -159,8 +165,6 @@ def test_restart_between_writes_and_commit_replays_the_transaction(
 
 
 def _records(batch: Any) -> list[Any]:
-    from tidelog.records.record import iter_records
-
     return list(iter_records(batch))
 
 
@@ -228,3 +232,44 @@ def test_admin_apis_and_require_stable(broker_factory: BrokerFactory) -> None:
         states = client.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, describe.DescribeTransactionsRequest(
             transactional_ids=("raw-a",))).transaction_states
         assert states[0].transaction_state == "CompleteCommit"
+
+
+def test_restart_completes_a_commit_left_in_prepare(broker_factory: BrokerFactory) -> None:
+    """A crash between the PrepareCommit record and the markers: the next start writes the
+    markers and completes the transaction as a whole (Kafka's coordinator does on load). The
+    crash is made exact by appending the PrepareCommit record to the killed broker's
+    `__transaction_state` through the storage layer, as the coordinator would have."""
+    broker = broker_factory()
+    create_topic(broker.bootstrap, "raw-prepared")
+    with RawClient(broker.bootstrap) as client:
+        answer = init(client, "raw-p")
+        pid, epoch = answer.producer_id, answer.producer_epoch
+        add_partitions(client, "raw-p", pid, epoch, "raw-prepared", [0])
+        written = produce_txn(client, "raw-p", "raw-prepared", pid, epoch, 0, [b"a", b"b"])
+        assert written.error_code == KioErrorCode.none
+    broker.stop(signal.SIGKILL)
+    tp = TopicPartition("__transaction_state", 0)
+    state_log = PartitionLog(tp, broker.data_dir / tp.dir_name, LogConfig(), clean=False)
+    coordinator = TransactionCoordinator(900_000)
+    data = b"".join(s.read_bytes() for s in state_log.read(0, 1 << 20).slices)
+    for stored in iter_batches(data):
+        for record in iter_records(stored):
+            assert record.key is not None
+            coordinator.replay(decode_txn_record(record.key, record.value))
+    prepared = coordinator.end_transaction("raw-p", pid, epoch, True, 1)
+    assert prepared.markers is not None and prepared.markers.committed
+    batch = build_batch([NewRecord(value=r.value_bytes(), key=r.key_bytes())
+                         for r in prepared.records], now_ms=1)
+    state_log.append([RecordBatch(memoryview(batch))], now_ms=1)
+    state_log.close()
+    again = broker_factory(broker.data_dir)
+    with RawClient(again.bootstrap) as client:
+        # The completion runs right after the start: wait for the COMMIT marker.
+        wait_for(lambda: fetch_committed(client, "raw-prepared").last_stable_offset == 3,
+                 "the markers of the prepared commit")
+        data_after = fetch_committed(client, "raw-prepared")
+        assert list(data_after.aborted_transactions) == []
+        values = [r.value for b in iter_batches(data_after.records) if not b.is_control
+                  for r in iter_records(b)]
+        assert values == [b"a", b"b"]
+        assert end_txn(client, "raw-p", pid, epoch, True) == KioErrorCode.none  # complete
