@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tidelog.broker import clock
+from tidelog.broker.groups import transactional
 from tidelog.broker.groups.loading import group_config, group_stats, read_partition
 from tidelog.broker.groups.writes import UncommittedWrites, Write, complete, fail, record_groups
 from tidelog.broker.internal_topics import OFFSETS_TOPIC
@@ -43,10 +44,9 @@ from tidelog.coordinator.messages import (
     TimerRequest,
     TopicsImage,
 )
-from tidelog.coordinator.txn_offsets import TransactionalRecord, TransactionEnd
+from tidelog.coordinator.txn_offsets import TransactionEnd
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.records.batch import RecordBatch
-from tidelog.records.builder import NewRecord, build_batch
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -381,36 +381,14 @@ class GroupService:
     async def txn_offset_commit(
         self, request: OffsetCommitRequest, producer_id: int, producer_epoch: int
     ) -> OffsetCommitResponse:
-        """TxnOffsetCommit: append the offsets as a transactional batch of the producer; they
-        stay pending in the shard until the transaction's marker (`on_transaction_marker`)."""
+        """TxnOffsetCommit (`transactional.py`): pending until the transaction's marker."""
         partition = self.partition_of(request.group_id)
-        shard = self._shard(partition)
-        now_ms = clock.now_ms()
-        result = shard.txn_offset_commit(request, now_ms)
-        assert result.response is not None
-        if not result.records:
-            return result.response
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        partition_log = self.broker.partition_log(OFFSETS_TOPIC, partition)
-        buffer = build_batch(
-            [NewRecord(value=r.value_bytes(), key=r.key_bytes()) for r in result.records],
-            producer_id=producer_id, producer_epoch=producer_epoch, transactional=True,
-            now_ms=now_ms,
+        return await transactional.txn_offset_commit(
+            self.broker, self._shard(partition), partition, request, producer_id, producer_epoch
         )
-        try:
-            appended = partition_log.append([RecordBatch(memoryview(buffer))], now_ms=now_ms)
-        except OSError as error:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error)) from None
-        for record in result.records:
-            shard.replay(TransactionalRecord(producer_id, record))
-        self.broker.append_waiters.notify(tp)
-        if partition_log.config.durability == "sync":
-            await self.broker.wait_durable(partition_log, appended.last_offset + 1)
-        return result.response
 
     def on_transaction_marker(self, partition: int, producer_id: int, committed: bool) -> None:
-        """A COMMIT/ABORT marker was appended to `__consumer_offsets` partition `partition`:
-        the producer's pending offsets there materialise or vanish."""
+        """A COMMIT/ABORT marker reached `__consumer_offsets` partition `partition`."""
         shard = self.shards.get(partition)
         if shard is not None:
             shard.replay(TransactionEnd(producer_id, committed))
