@@ -26,6 +26,7 @@ DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 42, 44, 47
 DESCRIBE_CLUSTER, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 60, 68, 69
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
+WRITE_TXN_MARKERS = 27
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -44,7 +45,7 @@ API_NAMES = {
     ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
     END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit",
     DESCRIBE_PRODUCERS: "DescribeProducers", DESCRIBE_TRANSACTIONS: "DescribeTransactions",
-    LIST_TRANSACTIONS: "ListTransactions",
+    LIST_TRANSACTIONS: "ListTransactions", WRITE_TXN_MARKERS: "WriteTxnMarkers",
 }
 T0 = 1_600_000_000_000  # 2020-09-13T12:26:40Z: every record timestamp is T0 + something
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
@@ -1777,6 +1778,14 @@ def _transactions(t: str) -> Session:
                 "producer_id_filters": [ctx["pid"]], "duration_filter": -1}),
             Step("describe-producers-v0", DESCRIBE_PRODUCERS, 0, {
                 "topics": [{"name": data, "partition_indexes": [0, 9]}]}),
+            # An admin's abort of a (here unknown) producer's transaction on partition 1.
+            Step("write-txn-markers-v1-abort", WRITE_TXN_MARKERS, 1, {"markers": [{
+                "producer_id": 4242, "producer_epoch": 0, "transaction_result": False,
+                "coordinator_epoch": 0,
+                "topics": [{"name": data, "partition_indexes": [1]},
+                           {"name": f"{t}txn-nope", "partition_indexes": [0]}]}]}),
+            Step("fetch-v11-after-admin-abort", FETCH, 11,
+                 fetch_body(11, data, 0, partition=1, isolation=1)),
         ],
     )
 

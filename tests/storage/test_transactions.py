@@ -87,8 +87,8 @@ def apply(log: PartitionLog, model: Model, op: tuple[str, int, int]) -> None:
         log.append([plain_batch(count)], now_ms=0)
     else:
         result = log.append([marker(producer_id, 0, kind == "commit")], now_ms=0)
-        first = model.ongoing.pop(producer_id, result.base_offset)
-        if kind == "abort":
+        first = model.ongoing.pop(producer_id, None)
+        if kind == "abort" and first is not None:  # a marker with nothing open: no entry
             model.aborted.append((producer_id, first, result.base_offset))
 
 

@@ -65,14 +65,14 @@ def read_values(
         reader.close()
 
 
-def list_offset(bootstrap: str, topic: str, isolation_level: int) -> int:
-    """ListOffsets v4 latest (-1) of partition 0 with the isolation level: HW or LSO."""
+def list_offset(bootstrap: str, topic: str, isolation_level: int, partition: int = 0) -> int:
+    """ListOffsets v4 latest (-1) of a partition with the isolation level: HW or LSO."""
     module = request_module(ApiKey.LIST_OFFSETS, 4)
     with RawClient(bootstrap) as client:
         answer = client.call(ApiKey.LIST_OFFSETS, 4, module.ListOffsetsRequest(
             replica_id=-1, isolation_level=isolation_level,
             topics=(module.ListOffsetsTopic(name=topic, partitions=(
-                module.ListOffsetsPartition(partition_index=0, timestamp=-1,
+                module.ListOffsetsPartition(partition_index=partition, timestamp=-1,
                                             current_leader_epoch=-1),
             )),),
         ))

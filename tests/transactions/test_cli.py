@@ -1,5 +1,5 @@
-"""`tidelog transactions list|describe` against a real broker: an open transaction is found
-(how an operator finds a hanging one) and described; a committed one shows its final state."""
+"""`tidelog transactions list|describe|abort` against a real broker: an open transaction is
+found (how an operator finds a hanging one), described, and aborted at its partition."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from .helpers import DEADLINE_S, create_topic, txn_producer
+from .helpers import DEADLINE_S, create_topic, list_offset, txn_producer
 
 if TYPE_CHECKING:
     from conftest import BrokerFactory
@@ -53,5 +53,13 @@ def test_list_and_describe(broker_factory: BrokerFactory) -> None:
     missing = tidelog(broker.bootstrap, "describe", "cli-nobody")
     assert missing.returncode == 1
     assert "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
-    hanging.abort_transaction(DEADLINE_S)
+    # Abort the hanging transaction at its partition (offset 0 of partition 1).
+    assert list_offset(broker.bootstrap, "cli-txn", 1, partition=1) == 0
+    wrong = tidelog(broker.bootstrap, "abort", "--topic", "cli-txn", "--partition", "1",
+                    "--start-offset", "7")
+    assert wrong.returncode == 1 and "no open transaction" in wrong.stderr
+    aborted = tidelog(broker.bootstrap, "abort", "--topic", "cli-txn", "--partition", "1",
+                      "--start-offset", "0")
+    assert aborted.returncode == 0, aborted.stderr
+    assert list_offset(broker.bootstrap, "cli-txn", 1, partition=1) == 2  # record + marker
     idle.flush(1)

@@ -1,9 +1,10 @@
-"""`tidelog transactions list|describe`: Kafka's `kafka-transactions.sh` list and describe.
+"""`tidelog transactions list|describe|abort`: Kafka's `kafka-transactions.sh`.
 
-confluent-kafka has no admin call for these APIs, so the tool sends ListTransactions (v1) and
-DescribeTransactions (v0) itself: kio-encoded requests on one socket to the first bootstrap
-broker (on a single node, the transaction coordinator of every id). Blocking, one request at a
-time, every answer read with a timeout.
+confluent-kafka has no admin call for these APIs, so the tool sends ListTransactions (v1),
+DescribeTransactions (v0), DescribeProducers (v0) and WriteTxnMarkers (v1) itself: kio-encoded
+requests on one socket to the first bootstrap broker (on a single node, the transaction
+coordinator of every id and the leader of every partition). Blocking, one request at a time,
+every answer read with a timeout.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tidelog.cli.client import ToolError, bootstrap_option, check_reachable
 
 console = Console(highlight=False)
 LIST_TRANSACTIONS, DESCRIBE_TRANSACTIONS = 66, 65
+DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS = 61, 27
 _MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 
@@ -213,3 +215,44 @@ def describe_command(bootstrap: str, transactional_id: str, as_json: bool, timeo
         shown = ", ".join(value) if isinstance(value, list) else str(value)
         table.add_row(key, "-" if value is None else shown)
     console.print(table)
+
+
+@transactions.command("abort")
+@bootstrap_option
+@click.option("--topic", required=True, help="Partition holding the hanging transaction.")
+@click.option("--partition", type=int, required=True)
+@click.option("--start-offset", type=int, required=True,
+              help="First offset of the hanging transaction (DescribeProducers shows it).")
+@click.option("--timeout", type=float, default=10.0, show_default=True)
+def abort_command(
+    bootstrap: str, topic: str, partition: int, start_offset: int, timeout: float
+) -> None:
+    """Abort a hanging transaction on one partition: the producer whose open transaction
+    starts at --start-offset gets an ABORT marker there (Kafka's `abort --start-offset`)."""
+    check_reachable(bootstrap)
+    module = _module(DESCRIBE_PRODUCERS, 0)
+    described = _call(bootstrap, DESCRIBE_PRODUCERS, 0, module.DescribeProducersRequest(
+        topics=(module.TopicRequest(name=topic, partition_indexes=(partition,)),),
+    ), timeout)
+    result = described.topics[0].partitions[0]
+    if result.error_code.value != 0:
+        raise ToolError(f"{topic}-{partition}: {result.error_code.name}")
+    matches = [p for p in result.active_producers
+               if int(p.current_txn_start_offset) == start_offset]
+    if not matches:
+        raise ToolError(f"no open transaction starts at offset {start_offset} of "
+                        f"{topic}-{partition}")
+    producer = matches[0]
+    markers = _module(WRITE_TXN_MARKERS, 1)
+    answer = _call(bootstrap, WRITE_TXN_MARKERS, 1, markers.WriteTxnMarkersRequest(markers=(
+        markers.WritableTxnMarker(
+            producer_id=producer.producer_id, producer_epoch=int(producer.producer_epoch),
+            transaction_result=False, coordinator_epoch=producer.coordinator_epoch,
+            topics=(markers.WritableTxnMarkerTopic(name=topic, partition_indexes=(partition,)),),
+        ),
+    )), timeout)
+    error = answer.markers[0].topics[0].partitions[0].error_code
+    if error.value != 0:
+        raise ToolError(f"WriteTxnMarkers: {error.name}")
+    click.echo(f"aborted the transaction of producer {int(producer.producer_id)} "
+               f"(epoch {int(producer.producer_epoch)}) on {topic}-{partition}")

@@ -58,6 +58,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         24: (0, 5),  # AddPartitionsToTxn (v4-5: batched, verify_only; single node only)
         25: (0, 4),  # AddOffsetsToTxn (v5 would be transaction version 2)
         26: (0, 4),  # EndTxn (v5: transaction version 2, KIP-890 part 2, not served)
+        27: (1, 2),  # WriteTxnMarkers (v0 was removed by Kafka 4.0; single node)
         28: (0, 4),  # TxnOffsetCommit
         32: (1, 4),  # DescribeConfigs (kio starts at v1)
         37: (0, 3),  # CreatePartitions
@@ -98,6 +99,7 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         24: "AddPartitionsToTxn",
         25: "AddOffsetsToTxn",
         26: "EndTxn",
+        27: "WriteTxnMarkers",
         28: "TxnOffsetCommit",
         29: "DescribeAcls",
         32: "DescribeConfigs",

@@ -168,7 +168,7 @@ class PartitionLog:
         if segment.rolling_base_ms is None:
             segment.rolling_base_ms = now_ms
         for completed in self.producer_state.record_append(batches):
-            if completed.is_aborted:
+            if completed.is_aborted and not completed.empty:
                 self._index_abort(segment.base_offset, completed)
         if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
             if self.flush_requester is not None:
@@ -467,7 +467,7 @@ class PartitionLog:
                     header.producer_id, header.producer_epoch, marker.control_type,
                     header.base_offset, marker.coordinator_epoch, header.max_timestamp,
                 )
-                if completed.is_aborted:
+                if completed.is_aborted and not completed.empty:
                     self._index_abort(segment.base_offset, completed)
             state.replay(data_run)
         return state

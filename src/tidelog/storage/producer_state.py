@@ -82,6 +82,7 @@ class CompletedTxn:
     first_offset: int
     last_offset: int
     is_aborted: bool
+    empty: bool = False  # no open transaction: nothing to index (as Kafka 4.3 does)
 
 
 @dataclass(slots=True)
@@ -172,14 +173,16 @@ class ProducerStateManager:
             entry = fresh
             self.producers[producer_id] = entry
         first_offset = entry.current_txn_first_offset
-        if first_offset < 0:
+        empty = first_offset < 0
+        if empty:
             first_offset = marker_offset  # an empty transaction: the marker alone
         entry.current_txn_first_offset = -1
         entry.coordinator_epoch = coordinator_epoch
         entry.marker_timestamp = timestamp
         self.ongoing.pop(producer_id, None)
         return CompletedTxn(
-            producer_id, first_offset, marker_offset, control_type == ControlRecordType.ABORT
+            producer_id, first_offset, marker_offset, control_type == ControlRecordType.ABORT,
+            empty,
         )
 
     def check(

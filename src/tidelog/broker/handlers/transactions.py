@@ -1,6 +1,6 @@
 """Transactions (single node): AddPartitionsToTxn (24, v0-5), AddOffsetsToTxn (25, v0-4),
-EndTxn (26, v0-4), TxnOffsetCommit (28, v0-4), and InitProducerId with a transactional.id
-(`init_transactional`, called by `producer.py`).
+EndTxn (26, v0-4), WriteTxnMarkers (27, v1-2), TxnOffsetCommit (28, v0-4), and InitProducerId
+with a transactional.id (`init_transactional`, called by `producer.py`).
 
 Kafka version rules: PRODUCER_FENCED exists for InitProducerId v4+, AddPartitionsToTxn v2+,
 AddOffsetsToTxn v2+, EndTxn v2+ and TxnOffsetCommit v3+ (KIP-588); older versions get
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.internal_topics import OFFSETS_TOPIC
 from tidelog.broker.topic_registry import TopicRegistry
+from tidelog.broker.transactions.markers import write_markers
 from tidelog.coordinator.messages import CommitPartition, OffsetCommitRequest
 from tidelog.coordinator.transactions import InitProducerIdResponse
 from tidelog.errors import ErrorCode, KafkaError
@@ -258,6 +259,50 @@ async def handle_txn_offset_commit(
     return _response(ApiKey.TXN_OFFSET_COMMIT, version, topics=topics)
 
 
+async def handle_write_txn_markers(
+    deps: TransactionDeps, context: RequestContext, request: Any
+) -> Any:
+    """WriteTxnMarkers (27, v1-2): the partition-leader side of ending a transaction, the same
+    path EndTxn's markers take (`broker/transactions/markers.py`); Kafka's admin client uses
+    it to abort a hanging transaction. Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION."""
+    version = context.header.api_version
+    module = responses.response_module(ApiKey.WRITE_TXN_MARKERS, version)
+    service = deps.transactions()
+    results = []
+    for marker in request.markers:
+        known, unknown = _split_known(deps, [
+            _Named(topic.name, tuple(topic.partition_indexes)) for topic in marker.topics
+        ])
+        outcomes = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        outcomes.update(dict.fromkeys(known, ErrorCode.NONE))
+        outcomes.update(await write_markers(
+            service.broker, known, marker.producer_id, marker.producer_epoch,
+            bool(marker.transaction_result), marker.coordinator_epoch,
+        ))
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), error in outcomes.items():
+            by_topic.setdefault(topic, []).append(responses.build(
+                module.WritableTxnMarkerPartitionResult, partition_index=partition,
+                error_code=error,
+            ))
+        results.append(responses.build(
+            module.WritableTxnMarkerResult, producer_id=marker.producer_id,
+            topics=tuple(
+                responses.build(module.WritableTxnMarkerTopicResult, name=name,
+                                partitions=tuple(items))
+                for name, items in by_topic.items()
+            ),
+        ))
+    return responses.build(responses.response_class(ApiKey.WRITE_TXN_MARKERS, version),
+                           markers=tuple(results))
+
+
+@dataclass(frozen=True, slots=True)
+class _Named:
+    name: str
+    partitions: tuple[int, ...]
+
+
 def verifier(
     transactions: Callable[[], TransactionService],
 ) -> Callable[[str, int, int, tuple[str, int]], ErrorCode]:
@@ -279,6 +324,7 @@ def handlers(deps: TransactionDeps) -> HandlerTable:
         ApiKey.ADD_OFFSETS_TO_TXN: partial(handle_add_offsets_to_txn, deps),
         ApiKey.END_TXN: partial(handle_end_txn, deps),
         ApiKey.TXN_OFFSET_COMMIT: partial(handle_txn_offset_commit, deps),
+        ApiKey.WRITE_TXN_MARKERS: partial(handle_write_txn_markers, deps),
     }
 
 
