@@ -179,3 +179,17 @@ def test_state_table_refuses_skipping_the_prepare_step() -> None:
     assert allowed(S.PREPARE_COMMIT, S.COMPLETE_COMMIT)
     with pytest.raises(KeyError):
         allowed(99, S.EMPTY)  # type: ignore[arg-type]
+
+
+def test_idle_ids_expire_by_tombstone() -> None:
+    h = Harness()
+    h.init("idle")
+    h.init("busy")
+    h.apply(h.coordinator.add_partitions("busy", 1001, 0, [TP], 0))
+    tombstones = h.coordinator.expired_ids(now_ms=10_000, expiration_ms=5_000)
+    assert [(r.key.transactional_id, r.value) for r in tombstones] == [("idle", None)]
+    assert h.coordinator.expired_ids(now_ms=4_000, expiration_ms=5_000) == []
+    for record in tombstones:
+        h.coordinator.replay(record)
+    assert h.coordinator.describe("idle") is None and h.coordinator.describe("busy") is not None
+    assert h.init("idle") == (ErrorCode.NONE, 1002, 0)  # starts again with a new producer id

@@ -273,3 +273,26 @@ def test_restart_completes_a_commit_left_in_prepare(broker_factory: BrokerFactor
                   for r in iter_records(b)]
         assert values == [b"a", b"b"]
         assert end_txn(client, "raw-p", pid, epoch, True) == KioErrorCode.none  # complete
+
+
+def test_idle_transactional_id_expires_and_stays_expired(broker_factory: BrokerFactory) -> None:
+    settings = {"transactional.id.expiration.ms": "500",
+                "transactions.remove.expired.transaction.cleanup.interval.ms": "100"}
+    broker = broker_factory(settings=settings)
+    listing = request_module(ApiKey.LIST_TRANSACTIONS, 1)
+
+    def known(client: RawClient) -> bool:
+        listed = client.call(ApiKey.LIST_TRANSACTIONS, 1, listing.ListTransactionsRequest(
+            state_filters=(), producer_id_filters=(), duration_filter=-1))
+        return "raw-x" in [t.transactional_id for t in listed.transaction_states]
+
+    with RawClient(broker.bootstrap) as client:
+        first = init(client, "raw-x")
+        assert first.error_code == KioErrorCode.none
+        wait_for(lambda: not known(client), "the idle id to expire")
+    broker.stop()
+    again = broker_factory(broker.data_dir, settings=settings)
+    with RawClient(again.bootstrap) as client:
+        assert not known(client)  # the tombstone replays
+        second = init(client, "raw-x")
+        assert second.producer_id != first.producer_id and second.producer_epoch == 0

@@ -55,6 +55,9 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     # transaction.abort.timed.out.transaction.cleanup.interval.ms
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    # transactions.remove.expired.transaction.cleanup.interval.ms
+    transactions_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (flush.ms, cleaner)
     log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
     log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
@@ -104,6 +107,10 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _parse_int),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
         "transaction_abort_timed_out_transaction_cleanup_interval_ms", _parse_int
+    ),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _parse_int),
+    "transactions.remove.expired.transaction.cleanup.interval.ms": (
+        "transactions_remove_expired_transaction_cleanup_interval_ms", _parse_int
     ),
 }
 

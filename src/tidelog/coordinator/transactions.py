@@ -300,6 +300,20 @@ class TransactionCoordinator:
             return TxnResult()
         return self._abort_with_bump(metadata, now_ms)
 
+    # ------------------------------------------------------------ expiration
+
+    def expired_ids(self, now_ms: int, expiration_ms: int) -> list[TxnLogRecord]:
+        """Kafka's transactional.id.expiration.ms: tombstones for ids with no transaction in
+        progress (Empty, CompleteCommit, CompleteAbort) not updated for that long; replaying
+        a tombstone forgets the id (a new InitProducerId starts it again with a new producer
+        id)."""
+        idle = (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        return [
+            TxnLogRecord(TransactionLogKey(txn_id), None)
+            for txn_id, metadata in self.transactions.items()
+            if metadata.state in idle and metadata.last_update_ms + expiration_ms <= now_ms
+        ]
+
     # ------------------------------------------------------------ helpers
 
     def _abort_with_bump(self, metadata: TransactionMetadata, now_ms: int) -> TxnResult:

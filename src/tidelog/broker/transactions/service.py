@@ -14,7 +14,9 @@ transactional request), it replays the topic; transactions found in PrepareCommi
 (a crash between the prepare record and the last marker) get their markers written again and
 complete, as Kafka's coordinator does on load. A timer aborts transactions older than their
 transaction.timeout.ms every transaction.abort.timed.out.transaction.cleanup.interval.ms,
-fencing the producer (epoch + 1), as Kafka does.
+fencing the producer (epoch + 1), as Kafka does. Every
+transactions.remove.expired.transaction.cleanup.interval.ms, ids idle (no transaction in
+progress) for transactional.id.expiration.ms are forgotten through a tombstone.
 
 Single node only: in cluster mode the handlers keep refusing transactional ids
 (docs/transactions.md).
@@ -62,7 +64,9 @@ class TransactionService:
         loop = asyncio.get_running_loop()
         self._recovery = loop.create_task(self._complete_prepared())
         self._timer: asyncio.TimerHandle | None = None
+        self._expiry_timer: asyncio.TimerHandle | None = None
         self._schedule_timeouts()
+        self._schedule_expiry()
 
     def _ensure_topic(self) -> int:
         info = self.broker.topics.get(TRANSACTION_STATE_TOPIC)
@@ -159,12 +163,42 @@ class TransactionService:
             task.add_done_callback(_log_failure)
         self._schedule_timeouts()
 
+    # ------------------------------------------------------------ expiration
+
+    def _schedule_expiry(self) -> None:
+        interval_s = max(
+            10, self.broker.config.transactions_remove_expired_transaction_cleanup_interval_ms
+        ) / 1000
+        self._expiry_timer = asyncio.get_running_loop().call_later(interval_s, self._expire)
+
+    def _expire(self) -> None:
+        expiration_ms = self.broker.config.transactional_id_expiration_ms
+        tombstones = self.coordinator.expired_ids(clock.now_ms(), expiration_ms)
+        for record in tombstones:
+            txn_id = record.key.transactional_id
+            task = asyncio.ensure_future(self.run(txn_id, partial(self._tombstone, txn_id)))
+            task.add_done_callback(_log_failure)
+        if tombstones:
+            log.info("expiring %d transactional ids", len(tombstones))
+        self._schedule_expiry()
+
+    def _tombstone(self, transactional_id: str, now_ms: int) -> TxnResult:
+        """Checked again under the id's lock: a request may have used it meanwhile."""
+        expiration_ms = self.broker.config.transactional_id_expiration_ms
+        records = [
+            r for r in self.coordinator.expired_ids(now_ms, expiration_ms)
+            if r.key.transactional_id == transactional_id
+        ]
+        return TxnResult(records)
+
     def _abort(self, transactional_id: str, now_ms: int) -> TxnResult:
         return self.coordinator.abort_timed_out(transactional_id, now_ms)
 
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
         self._recovery.cancel()
 
 
