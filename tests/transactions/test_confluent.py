@@ -25,6 +25,8 @@ from .helpers import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from conftest import BrokerProcess
 
 # Timed-out transactions are looked for every 200 ms (Kafka's default is 10 s).
@@ -32,7 +34,7 @@ SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"
 
 
 @pytest.fixture(scope="module")
-def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> BrokerProcess:
+def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     from conftest import BrokerFactory
 
     factory = BrokerFactory(tmp_path_factory.mktemp("txn"))
