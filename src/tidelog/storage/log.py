@@ -379,14 +379,22 @@ class PartitionLog:
                 self._segments
             ):
                 raise AssertionError("replace_segments: not consecutive sealed segments")
-            # The cleaned segment keeps the aborted transactions of the ones it replaces.
-            kept = [e for seg in old for e in self._txn_index(seg.base_offset).entries]
+            # The cleaned segment (same base offset as old[0]) keeps the aborted transactions
+            # of the ones it replaces: the later segments' entries are appended to old[0]'s
+            # index first (marker order holds), so a crash in between duplicates entries
+            # rather than losing them.
+            merged = self._txn_index(old[0].base_offset)
+            for segment in old[1:]:
+                for entry in self._txn_index(segment.base_offset).entries:
+                    merged.append(entry)
+            del self._txn_indexes[old[0].base_offset]
             for segment in old:
-                self._retire(segment)
+                if segment is old[0]:
+                    self._retired.append(segment.delete())
+                else:
+                    self._retire(segment)
             new = install()
-            merged = self._txn_index(new.base_offset)
-            for entry in kept:
-                merged.append(entry)
+            self._txn_indexes[new.base_offset] = merged
             self._segments[first : first + len(old)] = [new]
             self._bases[first : first + len(old)] = [new.base_offset]
 
