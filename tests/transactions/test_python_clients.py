@@ -95,3 +95,43 @@ def test_aiokafka_transactions_and_offsets(broker_factory: BrokerFactory) -> Non
     everything = read_values(broker.bootstrap, "aio-out", "read_uncommitted",
                              lambda v: len(v) >= 5)
     assert everything[0] == b"dropped"
+
+
+def test_kafka_python_send_offsets_to_transaction(broker_factory: BrokerFactory) -> None:
+    """kafka-python's consume-transform-produce: the output and the group's offset commit in
+    one transaction (an aborted round leaves neither)."""
+    from kafka import KafkaConsumer, OffsetAndMetadata
+    from kafka import TopicPartition as KpTopicPartition
+
+    broker = broker_factory()
+    create_topic(broker.bootstrap, "kp-in")
+    create_topic(broker.bootstrap, "kp-out")
+    feeder = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    for index in range(5):
+        feeder.send("kp-in", b"%d" % index, partition=0)
+    feeder.flush()
+    feeder.close()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kp-ctp")
+    reader = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="kp-group",
+                           enable_auto_commit=False)
+    tp = KpTopicPartition("kp-in", 0)
+    try:
+        producer.init_transactions()
+        offsets = {tp: OffsetAndMetadata(5, "", -1)}
+        producer.begin_transaction()
+        producer.send("kp-out", b"dropped")
+        producer.send_offsets_to_transaction(offsets, "kp-group")
+        producer.flush()
+        producer.abort_transaction()
+        assert reader.committed(tp) is None
+        producer.begin_transaction()
+        for index in range(5):
+            producer.send("kp-out", b"x%d" % index)
+        producer.send_offsets_to_transaction(offsets, "kp-group")
+        producer.commit_transaction()
+        assert reader.committed(tp) == 5
+    finally:
+        reader.close()
+        producer.close(timeout=DEADLINE_S)
+    out = read_values(broker.bootstrap, "kp-out", "read_committed", lambda v: len(v) >= 5)
+    assert out == [b"x%d" % i for i in range(5)]
