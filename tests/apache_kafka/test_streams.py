@@ -102,3 +102,26 @@ def test_word_count_at_least_once(broker: BrokerProcess, tmp_path: Path) -> None
     # Streams created its internal topics through Tidelog's CreateTopics.
     for internal in ("wc-app-words-repartition", "wc-app-counts-changelog"):
         assert len(partition_dirs(broker.data_dir, internal)) == 2, internal
+
+
+def test_word_count_exactly_once_v2(broker: BrokerProcess, tmp_path: Path) -> None:
+    """processing.guarantee=exactly_once_v2 (transactions, KIP-447): read with read_committed,
+    each word's counts are 1..n exactly once (offsets have gaps: transaction markers)."""
+    lines = make_lines(200, seed=11)
+    expected = Counter(w for line in lines for w in re.split(r"\W+", line.lower()) if w)
+    total = sum(expected.values())
+    out = run_program(
+        "WordCount", broker.bootstrap, "eos-app", "eos-input", "eos-counts",
+        str(tmp_path / "state"), str(total), "exactly_once_v2",
+        input="\n".join(lines) + "\n", timeout=240,
+    )
+    assert of_kind(out, "done"), "the program did not finish"
+    assert of_kind(out, "streams_error") == []
+    [state] = of_kind(out, "state")
+    assert state["state"] == "RUNNING", state
+    counts: dict[str, list[int]] = defaultdict(list)
+    for record in of_kind(out, "out"):
+        counts[record["word"]].append(record["count"])
+    assert set(counts) == set(expected)
+    for word, n in expected.items():
+        assert counts[word] == list(range(1, n + 1)), f"{word!r}: {counts[word]}"

@@ -365,18 +365,17 @@ _ENTRIES: list[Known] = [
          "<absent>"),
         ("configs.alter-configs-v1-not-served", "<connection>", "<absent>", "closed by broker"),
     ),
-    # ------------------------------------------------------------------ InitProducerId
+    # ------------------------------------------------------------------ transactions
     *_cause(
         LEGIT,
-        "Transactions are not served (docs/decisions.md): InitProducerId with a "
-        "transactional id fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED so a "
-        "transactional producer stops at once instead of failing later",
-        ("init_producer_id.v4-transactional", "error_code", "NONE(0)",
-         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)"),
-        ("init_producer_id.v4-transactional", "producer_id", "<pid>", "-1"),
-        ("init_producer_id.v4-transactional", "producer_epoch", "0", "-1"),
-        ("init_producer_id.v4-transactional-timeout-too-large", "error_code",
-         "INVALID_TRANSACTION_TIMEOUT(50)", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED(53)"),
+        "A read_committed fetch after an abort: Kafka 4.3.1 stopped before the ABORT marker "
+        "(offset 1) although its high watermark and LSO are 2; Tidelog sends every batch below "
+        "the LSO, the marker included. Clients skip control batches and move past them either "
+        "way (Kafka sends the marker on the next fetch)",
+        ("transactions.fetch-v11-read-committed-aborted",
+         "responses/txn-data/partitions/0/records/<length>", "1", "2"),
+        ("transactions.fetch-v11-read-committed-aborted",
+         "responses/txn-data/partitions/0/records/1", "<absent>", "{'base_offset': 1*"),
     ),
     # ------------------------------------------------------------------ DescribeCluster
     # ------------------------------------------------------------------ internal topics

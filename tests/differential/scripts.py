@@ -25,6 +25,9 @@ OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 23
 DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 42, 44, 47
 DESCRIBE_CLUSTER, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 60, 68, 69
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
+WRITE_TXN_MARKERS = 27
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -41,6 +44,10 @@ API_NAMES = {
     CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
+    ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
+    END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit",
+    DESCRIBE_PRODUCERS: "DescribeProducers", DESCRIBE_TRANSACTIONS: "DescribeTransactions",
+    LIST_TRANSACTIONS: "ListTransactions", WRITE_TXN_MARKERS: "WriteTxnMarkers",
 }
 T0 = 1_600_000_000_000  # 2020-09-13T12:26:40Z: every record timestamp is T0 + something
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
@@ -457,6 +464,7 @@ def sessions(token: str) -> list[Session]:
         _groups_admin(t),
         _configs(t),
         _init_producer_id(t),
+        _transactions(t),
         _describe_cluster(t),
         _acls(t),
         _internal_topics(t),
@@ -1675,6 +1683,115 @@ def _init_producer_id(t: str) -> Session:
                  body(4, f"{t}txn", timeout=3_600_000)),
         ],
     )
+
+
+def _transactions(t: str) -> Session:
+    """One transaction through its APIs, then the errors of a fenced producer. Only answers
+    that do not race with the markers are compared: Kafka answers EndTxn after PrepareCommit
+    and writes markers afterwards (CONCURRENT_TRANSACTIONS meanwhile); the waits are setup."""
+    data, txn, group = f"{t}txn-data", f"{t}tx", f"{t}txn-group"
+
+    def capture(response: Any, ctx: Ctx) -> None:
+        ctx["pid"] = response["producer_id"]
+        ctx["epoch"] = response["producer_epoch"]
+
+    def init_body(ctx: Ctx) -> dict[str, Any]:
+        return {"transactional_id": txn, "transaction_timeout": 60000, "producer_id": -1,
+                "producer_epoch": -1}
+
+    def add(name: str, partitions: list[int], pid_delta: int = 0, epoch_delta: int = 0,
+            version: int = 3):
+        def body(ctx: Ctx) -> dict[str, Any]:
+            return {
+                "v3_and_below_transactional_id": txn,
+                "v3_and_below_producer_id": ctx["pid"] + pid_delta,
+                "v3_and_below_producer_epoch": ctx["epoch"] + epoch_delta,
+                "v3_and_below_topics": [{"name": name, "partitions": partitions}],
+            }
+        return body
+
+    def produce(seq: int, partition: int = 0):
+        def body(ctx: Ctx) -> dict[str, Any]:
+            data_batch = batch(records(1, seq), producer_id=ctx["pid"],
+                               producer_epoch=ctx["epoch"], base_sequence=seq, attributes=0x10)
+            return produce_body(data, {partition: data_batch}, txn=txn)
+        return body
+
+    def end(commit: bool, epoch_delta: int = 0, pid_delta: int = 0):
+        def body(ctx: Ctx) -> dict[str, Any]:
+            return {"transactional_id": txn, "producer_id": ctx["pid"] + pid_delta,
+                    "producer_epoch": ctx["epoch"] + epoch_delta, "committed": commit}
+        return body
+
+    def offsets(ctx: Ctx) -> dict[str, Any]:
+        return {"transactional_id": txn, "producer_id": ctx["pid"],
+                "producer_epoch": ctx["epoch"], "group_id": group}
+
+    def txn_commit(ctx: Ctx) -> dict[str, Any]:
+        return {"transactional_id": txn, "group_id": group, "producer_id": ctx["pid"],
+                "producer_epoch": ctx["epoch"], "generation_id": -1, "member_id": "",
+                "group_instance_id": None, "topics": [{"name": data, "partitions": [
+                    {"partition_index": 0, "committed_offset": 1,
+                     "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+
+    not_concurrent = lambda r: _error_of(r, "error_code") not in (  # noqa: E731
+        *_COORDINATOR_NOT_READY, "CONCURRENT_TRANSACTIONS(51)")
+    return Session(
+        "transactions",
+        [
+            *setup_topic(data, 2),
+            *setup_coordinator(txn, 1),
+            *setup_coordinator(group, 0),
+            Step("setup-init", INIT_PRODUCER_ID, 4, init_body, compare=False,
+                 until=not_concurrent),
+            Step("init-v4", INIT_PRODUCER_ID, 4, init_body, capture=capture),
+            Step("add-partitions-v3-wrong-producer-id", ADD_PARTITIONS_TO_TXN, 3,
+                 add(data, [0], pid_delta=1)),
+            Step("add-partitions-v3-unknown-topic", ADD_PARTITIONS_TO_TXN, 3,
+                 add(f"{t}txn-nope", [0])),
+            Step("end-txn-v3-nothing-to-commit", END_TXN, 3, end(True)),
+            Step("add-partitions-v3", ADD_PARTITIONS_TO_TXN, 3, add(data, [0])),
+            Step("add-partitions-v3-again", ADD_PARTITIONS_TO_TXN, 3, add(data, [0])),
+            Step("produce-v9-transactional", PRODUCE, 9, produce(0)),
+            Step("add-offsets-v3", ADD_OFFSETS_TO_TXN, 3, offsets),
+            Step("txn-offset-commit-v3", TXN_OFFSET_COMMIT, 3, txn_commit),
+            Step("list-offsets-v4-read-committed", LIST_OFFSETS, 4,
+                 list_offsets_body(4, data, {0: -1}, isolation=1)),
+            Step("fetch-v11-read-committed-open", FETCH, 11,
+                 fetch_body(11, data, 0, isolation=1)),
+            Step("end-txn-v3-wrong-producer-id", END_TXN, 3, end(True, pid_delta=1)),
+            Step("end-txn-v3-fenced-epoch", END_TXN, 3, end(True, epoch_delta=-1)),
+            Step("end-txn-v3-abort", END_TXN, 3, end(False)),
+            Step("setup-wait-complete", INIT_PRODUCER_ID, 4, init_body, compare=False,
+                 until=not_concurrent),
+            Step("fetch-v11-read-committed-aborted", FETCH, 11,
+                 fetch_body(11, data, 0, isolation=1)),
+            Step("list-offsets-v4-read-committed-after", LIST_OFFSETS, 4,
+                 list_offsets_body(4, data, {0: -1}, isolation=1)),
+            Step("end-txn-v1-old-epoch", END_TXN, 1, end(True)),
+            Step("end-txn-v3-old-epoch", END_TXN, 3, end(True)),
+            Step("add-partitions-v3-old-epoch", ADD_PARTITIONS_TO_TXN, 3, add(data, [0])),
+            Step("add-offsets-v1-old-epoch", ADD_OFFSETS_TO_TXN, 1, offsets),
+            # Only an unknown id: the known one's start time (-1 once complete, on both
+            # brokers) is a negative timestamp the harness's decoder refuses.
+            Step("describe-transactions-v0", DESCRIBE_TRANSACTIONS, 0,
+                 {"transactional_ids": [f"{t}tx-missing"]}),
+            Step("list-transactions-v1", LIST_TRANSACTIONS, 1, lambda ctx: {
+                "state_filters": ["CompleteAbort", "Bogus"],
+                "producer_id_filters": [ctx["pid"]], "duration_filter": -1}),
+            Step("describe-producers-v0", DESCRIBE_PRODUCERS, 0, {
+                "topics": [{"name": data, "partition_indexes": [0, 9]}]}),
+            # An admin's abort of a (here unknown) producer's transaction on partition 1.
+            Step("write-txn-markers-v1-abort", WRITE_TXN_MARKERS, 1, {"markers": [{
+                "producer_id": 4242, "producer_epoch": 0, "transaction_result": False,
+                "coordinator_epoch": 0,
+                "topics": [{"name": data, "partition_indexes": [1]},
+                           {"name": f"{t}txn-nope", "partition_indexes": [0]}]}]}),
+            Step("fetch-v11-after-admin-abort", FETCH, 11,
+                 fetch_body(11, data, 0, partition=1, isolation=1)),
+        ],
+    )
+
 
 
 def _describe_cluster(t: str) -> Session:

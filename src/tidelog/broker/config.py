@@ -50,6 +50,15 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     group_consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    # Transactions (Kafka's names; Kafka's default of 50 partitions is kept at 1 here, as
+    # for offsets.topic.num.partitions: a single node gains nothing from more).
+    transaction_state_log_num_partitions: int = 1  # transaction.state.log.num.partitions
+    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    # transactions.remove.expired.transaction.cleanup.interval.ms
+    transactions_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (flush.ms, cleaner)
     log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
     log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
@@ -123,6 +132,17 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "authorizer.class.name": ("authorizer_class_name", _parse_str),
     "super.users": ("super_users", _parse_super_users),
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _parse_bool),
+    "transaction.state.log.num.partitions": (
+        "transaction_state_log_num_partitions", _parse_int
+    ),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _parse_int),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms", _parse_int
+    ),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _parse_int),
+    "transactions.remove.expired.transaction.cleanup.interval.ms": (
+        "transactions_remove_expired_transaction_cleanup_interval_ms", _parse_int
+    ),
 }
 
 # Kafka's coarser spellings of some log settings, converted to the millisecond name.

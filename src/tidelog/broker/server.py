@@ -33,16 +33,20 @@ from tidelog.broker.handlers import (
     metadata,
     produce,
     producer,
+    transactions,
+    transactions_admin,
 )
 from tidelog.broker.handlers.admin_common import AdminDeps
 from tidelog.broker.handlers.context import HandlerTable
 from tidelog.broker.handlers.groups_common import CoordinatorLocator, GroupDeps
+from tidelog.broker.internal_topics import TRANSACTION_STATE_TOPIC
 from tidelog.broker.metrics.http import MetricsAddressError, start_metrics
 from tidelog.broker.net.connection import ConnectionLimits
 from tidelog.broker.net.listener import Listener
 from tidelog.broker.net.router import Router
 from tidelog.broker.services import PartitionReplication, SingleNodeReplication
 from tidelog.broker.state import Broker
+from tidelog.broker.transactions import service as transaction_service
 from tidelog.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -64,6 +68,11 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     # The ACL authorizer (None unless authorizer.class.name is set): every family that checks
     # ACLs gets it as a dependency (handlers/authorization.py says what each API needs).
     authorizer = broker.authorizer
+    load_transactions = partial(transaction_service.service, broker)
+    load_groups = partial(group_service.service, broker)
+    txn_deps = transactions.TransactionDeps(
+        topics, load_transactions, load_groups, broker.producer_ids.allocate
+    )
     table: HandlerTable = {}
     table |= api_versions.handlers(table)  # reads the finished table per request
     table |= metadata.handlers(metadata.MetadataDeps(config, broker.identity, topics, authorizer))
@@ -75,6 +84,9 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             broker.metrics,
             acks_all_waits_for_replicas=replication is not None,
             authorizer=authorizer,
+            verify_transaction=(
+                transactions.verifier(load_transactions) if replication is None else None
+            ),
         )
     )
     table |= fetch.handlers(
@@ -90,13 +102,19 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     table |= list_offsets.handlers(
         list_offsets.ListOffsetsDeps(topics, partition_replication, authorizer)
     )
-    table |= producer.handlers(producer.ProducerIdDeps(broker.producer_ids, authorizer))
+    table |= producer.handlers(producer.ProducerIdDeps(
+        broker.producer_ids, authorizer, txn_deps if replication is None else None
+    ))
     table |= admin.handlers(AdminDeps(config, broker.identity, topics, authorizer))
     table |= acls.handlers(acls.AclDeps(authorizer, broker.acl_store))
-    load_groups = partial(group_service.service, broker)
     locator = _coordinator_locator(broker, replication)
     table |= groups.handlers(GroupDeps(topics, load_groups, locator, authorizer))
-    if replication is not None:
+    if replication is None:
+        table |= transactions.handlers(txn_deps)
+        table |= transactions_admin.handlers(
+            transactions_admin.TransactionAdminDeps(topics, load_transactions)
+        )
+    else:
         from tidelog.broker.handlers import cluster, cluster_admin
         from tidelog.broker.handlers.cluster_common import ClusterDeps
 
@@ -160,6 +178,9 @@ class BrokerServer:
         # the first group request, so a restart's replay cost is paid before `ready`.
         if load_groups:
             group_service.service(self.broker)
+            # Transactions left open by the previous run time out or complete from now on.
+            if self.broker.topics.get(TRANSACTION_STATE_TOPIC) is not None:
+                transaction_service.service(self.broker)
         self._schedule_tick()
         return host, port
 

@@ -69,6 +69,7 @@ class Broker:
         # import the services that import it (replication.Replication, group_service).
         self.replication: PartitionReplication | None = None
         self.groups: PartitionRoleListener | None = None
+        self.transactions: object | None = None  # TransactionService, once started
 
     @property
     def cluster_id(self) -> str:
@@ -125,4 +126,7 @@ class Broker:
         """Flush everything and write the clean-shutdown marker."""
         self.lifecycle.closing = True
         self.append_waiters.wake_all()
+        close_transactions = getattr(self.transactions, "close", None)
+        if close_transactions is not None:
+            close_transactions()
         self.logs.close(clean=True)

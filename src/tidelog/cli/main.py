@@ -16,6 +16,7 @@ from tidelog.cli.groups import groups
 from tidelog.cli.produce import produce_command
 from tidelog.cli.serve import serve
 from tidelog.cli.topics import topics
+from tidelog.cli.transactions import transactions
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,6 +37,7 @@ main.add_command(groups)
 main.add_command(cluster_group)
 main.add_command(console_command)
 main.add_command(acls)
+main.add_command(transactions)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ from tidelog.coordinator.records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
+from tidelog.coordinator.txn_offsets import PendingTxnOffsets, TransactionalRecord, TransactionEnd
 from tidelog.errors import ErrorCode
 
 Group = ClassicGroup | ConsumerGroup
@@ -92,6 +93,7 @@ class GroupCoordinatorShard:
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.deadlines: dict[TimerKey, int] = {}  # consumer-group session/revocation deadlines
+        self.pending_txn_offsets = PendingTxnOffsets()  # TxnOffsetCommit until the marker
 
     # ------------------------------------------------------------ snapshots (undo)
 
@@ -118,7 +120,15 @@ class GroupCoordinatorShard:
 
     # ------------------------------------------------------------ replay and load
 
-    def replay(self, record: CoordinatorRecord) -> None:
+    def replay(self, record: CoordinatorRecord | TransactionalRecord | TransactionEnd) -> None:
+        if isinstance(record, TransactionalRecord):
+            self.pending_txn_offsets.add(record.producer_id, record.record)
+            return
+        if isinstance(record, TransactionEnd):
+            for pending in self.pending_txn_offsets.end(record.producer_id):
+                if record.committed:
+                    self.replay(pending)
+            return
         key, value = record.key, record.value
         if isinstance(key, OffsetCommitKey):
             self.offsets.replay(key, value)  # type: ignore[arg-type]
@@ -145,7 +155,10 @@ class GroupCoordinatorShard:
             if value is None and isinstance(key, ConsumerGroupMetadataKey):
                 del self.groups[group_id]
 
-    def load(self, records: Iterable[CoordinatorRecord], now_ms: int) -> list[TimerRequest]:
+    def load(
+        self, records: Iterable[CoordinatorRecord | TransactionalRecord | TransactionEnd],
+        now_ms: int,
+    ) -> list[TimerRequest]:
         """Replay a whole partition; returns session timers for the members it brought back."""
         for record in records:
             self.replay(record)
@@ -277,6 +290,28 @@ class GroupCoordinatorShard:
             request.group_id, request.partitions, retention, self.config, now_ms
         )
         return Result(records=records + commits, response=OffsetCommitResponse(tuple(outcomes)))
+
+    def txn_offset_commit(
+        self, request: OffsetCommitRequest, now_ms: int
+    ) -> Result[OffsetCommitResponse]:
+        """TxnOffsetCommit: the OffsetCommit records to append inside the producer's
+        transaction (the caller replays them as `TransactionalRecord`s). KIP-447: a member id
+        or generation, when given, is checked as an OffsetCommit's is; a request with neither
+        (TxnOffsetCommit before v3, or a producer outside the group) is accepted, as Kafka's
+        validateTransactionalOffsetCommit does."""
+        if not request.group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        elif not request.member_id and request.generation_id < 0:
+            error = ErrorCode.NONE
+        else:
+            error = self._validate_commit(request)
+        if error is not ErrorCode.NONE:
+            failed = tuple((p.topic, p.partition, error) for p in request.partitions)
+            return Result(response=OffsetCommitResponse(failed))
+        commits, outcomes = self.offsets.commit(
+            request.group_id, request.partitions, -1, self.config, now_ms
+        )
+        return Result(records=commits, response=OffsetCommitResponse(tuple(outcomes)))
 
     def _validate_commit(self, request: OffsetCommitRequest) -> ErrorCode:
         if not request.group_id:

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from tidelog.coordinator.records import CoordinatorRecord, decode_record
+from tidelog.coordinator.txn_offsets import TransactionalRecord, TransactionEnd
 from tidelog.errors import CorruptRecordError
 from tidelog.records.batch import iter_batches
 from tidelog.records.builder import NewRecord, build_batch
+from tidelog.records.control import ControlRecordType, read_end_transaction_marker
 from tidelog.records.record import iter_records
 
 
@@ -33,3 +35,26 @@ def iter_coordinator_records(data: bytes | memoryview) -> Iterator[CoordinatorRe
             if record.key is None:
                 raise CorruptRecordError(f"__consumer_offsets record {record.offset} has no key")
             yield decode_record(record.key, record.value)
+
+
+def iter_logged_records(
+    data: bytes | memoryview,
+) -> Iterator[CoordinatorRecord | TransactionalRecord | TransactionEnd]:
+    """Like `iter_coordinator_records`, with transactions: records of transactional batches
+    come wrapped with their producer id, COMMIT/ABORT markers as `TransactionEnd`."""
+    for batch in iter_batches(data):
+        if batch.is_control:
+            if batch.producer_id >= 0:
+                marker = read_end_transaction_marker(batch)
+                yield TransactionEnd(
+                    batch.producer_id, marker.control_type == ControlRecordType.COMMIT
+                )
+            continue
+        for record in iter_records(batch):
+            if record.key is None:
+                raise CorruptRecordError(f"__consumer_offsets record {record.offset} has no key")
+            decoded = decode_record(record.key, record.value)
+            if batch.is_transactional:
+                yield TransactionalRecord(batch.producer_id, decoded)
+            else:
+                yield decoded

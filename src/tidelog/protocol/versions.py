@@ -55,6 +55,11 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         21: (0, 2),  # DeleteRecords
         22: (0, 4),  # InitProducerId
         23: (2, 4),  # OffsetForLeaderEpoch (kio starts at v2)
+        24: (0, 5),  # AddPartitionsToTxn (v4-5: batched, verify_only; single node only)
+        25: (0, 4),  # AddOffsetsToTxn (v5 would be transaction version 2)
+        26: (0, 4),  # EndTxn (v5: transaction version 2, KIP-890 part 2, not served)
+        27: (1, 2),  # WriteTxnMarkers (v0 was removed by Kafka 4.0; single node)
+        28: (0, 4),  # TxnOffsetCommit
         29: (1, 3),  # DescribeAcls (kio starts at v1)
         30: (1, 3),  # CreateAcls (kio starts at v1)
         31: (1, 3),  # DeleteAcls (kio starts at v1)
@@ -64,6 +69,9 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         44: (0, 1),  # IncrementalAlterConfigs
         47: (0, 0),  # OffsetDelete
         60: (0, 1),  # DescribeCluster
+        61: (0, 0),  # DescribeProducers (single node)
+        65: (0, 0),  # DescribeTransactions (single node)
+        66: (0, 1),  # ListTransactions (v2's transactional_id_pattern not served; single node)
         68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
         69: (0, 1),  # ConsumerGroupDescribe
     }
@@ -94,6 +102,7 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         24: "AddPartitionsToTxn",
         25: "AddOffsetsToTxn",
         26: "EndTxn",
+        27: "WriteTxnMarkers",
         28: "TxnOffsetCommit",
         29: "DescribeAcls",
         30: "CreateAcls",
@@ -108,6 +117,8 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         47: "OffsetDelete",
         60: "DescribeCluster",
         61: "DescribeProducers",
+        65: "DescribeTransactions",
+        66: "ListTransactions",
         68: "ConsumerGroupHeartbeat",
         69: "ConsumerGroupDescribe",
     }

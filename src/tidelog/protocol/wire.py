@@ -56,6 +56,7 @@ _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhih")
 _PARTITION_FIXED = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, lso
 _I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -231,8 +232,10 @@ class FetchPartitionData:
     last_stable_offset: int
     log_start_offset: int
     records: Sequence[SendSlice] = ()
-    # aborted_transactions: an empty array (no transactions here) when True, else null.
+    # aborted_transactions: the array `aborted_transactions` (producer id, first offset)
+    # when True (a read_committed read), else null.
     aborted_transactions_listed: bool = False
+    aborted_transactions: Sequence[tuple[int, int]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +283,12 @@ def encode_fetch_response(
             if version >= 5:
                 out += _I64.pack(partition.log_start_offset)
             if partition.aborted_transactions_listed:
-                out += b"\x01" if flexible else b"\x00\x00\x00\x00"  # none aborted
+                aborted = partition.aborted_transactions
+                out += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                for producer_id, first_offset in aborted:
+                    out += _ABORTED.pack(producer_id, first_offset)
+                    if flexible:
+                        out.append(0)
             else:
                 out += b"\x00" if flexible else b"\xff\xff\xff\xff"  # null
             if version >= 11:

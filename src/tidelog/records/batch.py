@@ -283,10 +283,19 @@ class BatchHeader(NamedTuple):
     producer_id: int
     producer_epoch: int
     base_sequence: int
+    attributes: int = 0
 
     @property
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
 
 
 def read_batch_header(
@@ -294,10 +303,12 @@ def read_batch_header(
 ) -> BatchHeader:
     """The header at `buffer[offset:]` (HEADER_SIZE bytes must be there) of the batch at file
     `position`. Checks nothing: callers check size and magic."""
-    (base, length, _, _, _, _, delta, _, max_ts, pid, epoch, seq, _) = HEADER_STRUCT.unpack_from(
-        buffer, offset
+    (base, length, _, _, _, attributes, delta, _, max_ts, pid, epoch, seq, _) = (
+        HEADER_STRUCT.unpack_from(buffer, offset)
     )
-    return BatchHeader(position, base, length + LOG_OVERHEAD, delta, max_ts, pid, epoch, seq)
+    return BatchHeader(
+        position, base, length + LOG_OVERHEAD, delta, max_ts, pid, epoch, seq, attributes
+    )
 
 
 def peek_batch_size(buffer: bytes | bytearray | memoryview, position: int = 0) -> int:

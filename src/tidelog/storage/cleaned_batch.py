@@ -14,7 +14,8 @@ Consumers that read the log from the start within delete.retention.ms thus see t
 
 Records without a key cannot be compacted (Kafka rejects them at append with INVALID_RECORD);
 one found in a compacted log (e.g. after cleanup.policy changed) is dropped, as Kafka's cleaner
-does. Control batches (transaction markers) are kept as they are. A batch left with no
+does. Control batches (transaction markers) and transactional batches are kept as they are
+(an aborted record must not replace the committed one of its key). A batch left with no
 records is dropped: the offsets it spanned become a gap that fetch and consumers skip.
 
 Pure functions over bytes; raise CorruptRecordError on malformed batches.
@@ -121,7 +122,9 @@ def clean_batch(
     when some records go or a delete horizon is stamped, None when no record survives.
 
     Every record of `batch` must be below the end of what `offset_map` covers."""
-    if batch.is_control:
+    if batch.is_control or batch.is_transactional:
+        # Markers, and transactional records (an aborted one must not replace the committed
+        # record of its key; Kafka's cleaner removes aborted ones, Tidelog keeps both).
         return batch.buffer
     data = records_section(batch)
     records = parse_records(batch, data)

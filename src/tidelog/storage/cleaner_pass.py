@@ -172,7 +172,9 @@ class CleaningPass:
                     self.stats.bytes_read += used
                     self._start_cleaning()  # map full: clean what it covers
                     return used
-                if not batch.is_control:
+                # Transactional records never shadow others (they may be aborted, and the
+                # cleaner does not know which yet): kept whole, see cleaned_batch.clean_batch.
+                if not batch.is_control and not batch.is_transactional:
                     for record in parse_records(batch, records_section(batch)):
                         if record.key is not None:
                             offset_map.put(key_digest(record.key), record.offset)

@@ -3,7 +3,8 @@
 Has `log_validator.py` check batches by header and CRC only (D2) and number them (next =
 log_end_offset), appends with one writev per request, rolls segments, serves reads as file
 slices for sendfile, applies retention, truncation and delete-records, and keeps
-idempotent-producer state.
+producer state (idempotence, ongoing transactions) with each segment's aborted-transaction
+index (`transaction_index.py`): the last stable offset and read_committed reads come from them.
 
 Threads: everything runs on the caller's thread (the broker's event loop: calls are short,
 page-cache I/O) except `flush_begin` / `flush_end`, which the group-commit thread calls; the
@@ -19,7 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tidelog.errors import ErrorCode, KafkaError
-from tidelog.records.batch import RecordBatch
+from tidelog.records.batch import BatchHeader, RecordBatch
+from tidelog.records.control import read_end_transaction_marker
 from tidelog.storage import log_reads, log_validator
 from tidelog.storage import producer_state as ps
 from tidelog.storage.config import LogConfig
@@ -28,6 +30,12 @@ from tidelog.storage.log_validator import AppendOrigin
 from tidelog.storage.recovery import load_segments
 from tidelog.storage.results import AppendResult, FlushTicket, ReadResult
 from tidelog.storage.segment import LogSegment, SegmentState
+from tidelog.storage.transaction_index import (
+    AbortedTxn,
+    TransactionIndex,
+    collect_aborted,
+    txn_index_path,
+)
 from tidelog.types import TopicPartition
 
 _U32_SPAN = 2**32 - 1
@@ -65,6 +73,9 @@ class PartitionLog:
         if not self._segments:
             self._segments = [self._new_segment(max(0, log_start_offset))]
         self._bases = [segment.base_offset for segment in self._segments]
+        self._txn_indexes = {
+            base: TransactionIndex(txn_index_path(directory, base)) for base in self._bases
+        }
         self._log_start_offset = min(max(log_start_offset, self._bases[0]), self.log_end_offset)
         # Everything loaded is on disk: clean logs were flushed, recovered ones were fsynced.
         self._recovery_point = self.log_end_offset
@@ -112,6 +123,12 @@ class PartitionLog:
         total_size = log_validator.validate_batches(batches, self.config, origin)
         if self.config.compacts:
             log_validator.require_keys(batches, self.config.max_message_bytes)
+        for batch in batches:
+            if batch.is_control and batch.producer_id >= 0:
+                marker = read_end_transaction_marker(batch)
+                self.producer_state.check_marker(
+                    batch.producer_id, batch.producer_epoch, marker.coordinator_epoch
+                )
         duplicate = self.producer_state.check_append(
             batches, never_written=self.log_end_offset == 0
         )
@@ -150,12 +167,48 @@ class PartitionLog:
         segment = self._segments[-1]
         if segment.rolling_base_ms is None:
             segment.rolling_base_ms = now_ms
-        self.producer_state.record_append(batches)
+        for completed in self.producer_state.record_append(batches):
+            if completed.is_aborted and not completed.empty:
+                self._index_abort(segment.base_offset, completed)
         if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
             if self.flush_requester is not None:
                 self.flush_requester(self)
             else:
                 self.flush()
+
+    def _index_abort(self, base_offset: int, completed: ps.CompletedTxn) -> None:
+        # Kafka's lastStableOffset(completedTxn): the first offset still undecided once this
+        # one is closed, else the offset after its marker.
+        first_unstable = self.producer_state.first_unstable_offset()
+        last_stable = completed.last_offset + 1 if first_unstable is None else first_unstable
+        self._txn_index(base_offset).append(AbortedTxn(
+            completed.producer_id, completed.first_offset, completed.last_offset, last_stable
+        ))
+
+    def _txn_index(self, base_offset: int) -> TransactionIndex:
+        index = self._txn_indexes.get(base_offset)
+        if index is None:
+            index = TransactionIndex(txn_index_path(self.directory, base_offset))
+            self._txn_indexes[base_offset] = index
+        return index
+
+    # --- transactions ----------------------------------------------------------------------
+    def first_unstable_offset(self) -> int | None:
+        return self.producer_state.first_unstable_offset()
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: below it every transaction is decided (and below the high watermark)."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        return high_watermark if first_unstable is None else min(first_unstable, high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound_offset) (read_committed
+        fetch)."""
+        start = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
+        return collect_aborted(
+            (self._txn_index(base) for base in self._bases[start:]), fetch_offset,
+            upper_bound_offset,
+        )
 
     # --- rolling ---------------------------------------------------------------------------
     def _maybe_roll(
@@ -220,11 +273,12 @@ class PartitionLog:
                 f"offset {offset} outside [{self._log_start_offset}, {log_end_offset}]",
             )
         limit = log_end_offset if max_offset is None else min(max_offset, log_end_offset)
-        slices = log_reads.read_slices(
+        slices, upper_bound = log_reads.read_slices(
             self._segments, self._bases, offset, limit, max_bytes, min_one_batch
         )
         return ReadResult(
-            slices, sum(s.length for s in slices), self._log_start_offset, log_end_offset
+            slices, sum(s.length for s in slices), self._log_start_offset, log_end_offset,
+            upper_bound,
         )
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
@@ -307,6 +361,11 @@ class PartitionLog:
         # The fd stays open until the next close_retired(): a FileSlice handed out earlier
         # may still be in a sendfile.
         self._retired.append(segment.delete())
+        index = self._txn_indexes.pop(segment.base_offset, None)
+        if index is not None:
+            index.delete()
+        else:
+            txn_index_path(self.directory, segment.base_offset).unlink(missing_ok=True)
 
     # --- log cleaner hook (owned by storage/cleaner.py) ---------------------------------------
     def replace_segments(
@@ -320,9 +379,22 @@ class PartitionLog:
                 self._segments
             ):
                 raise AssertionError("replace_segments: not consecutive sealed segments")
+            # The cleaned segment (same base offset as old[0]) keeps the aborted transactions
+            # of the ones it replaces: the later segments' entries are appended to old[0]'s
+            # index first (marker order holds), so a crash in between duplicates entries
+            # rather than losing them.
+            merged = self._txn_index(old[0].base_offset)
+            for segment in old[1:]:
+                for entry in self._txn_index(segment.base_offset).entries:
+                    merged.append(entry)
+            del self._txn_indexes[old[0].base_offset]
             for segment in old:
-                self._retire(segment)
+                if segment is old[0]:
+                    self._retired.append(segment.delete())
+                else:
+                    self._retire(segment)
             new = install()
+            self._txn_indexes[new.base_offset] = merged
             self._segments[first : first + len(old)] = [new]
             self._bases[first : first + len(old)] = [new.base_offset]
 
@@ -383,9 +455,28 @@ class PartitionLog:
         ps.delete_snapshots(self.directory, stale)
         loaded = ps.load_latest_snapshot(self.directory, log_end_offset)
         start, state = loaded if loaded is not None else (0, ps.ProducerStateManager())
+        # The aborted-transaction entries after the snapshot are rebuilt by the replay (D4).
+        for index in self._txn_indexes.values():
+            index.truncate_to(start)
         if start >= log_end_offset:
             return state
+        self.producer_state = state
         for segment in self._segments[bisect.bisect_right(self._bases, start) - 1 :]:
-            state.replay(segment.scan_headers(segment.position_of(start)))
+            data_run: list[BatchHeader] = []
+            for header in segment.scan_headers(segment.position_of(start)):
+                if not header.is_control or header.producer_id < 0:
+                    data_run.append(header)
+                    continue
+                state.replay(data_run)
+                data_run = []
+                raw = os.pread(segment.fd, header.size, header.position)
+                marker = read_end_transaction_marker(RecordBatch(raw))
+                completed = state.complete_txn(
+                    header.producer_id, header.producer_epoch, marker.control_type,
+                    header.base_offset, marker.coordinator_epoch, header.max_timestamp,
+                )
+                if completed.is_aborted and not completed.empty:
+                    self._index_abort(segment.base_offset, completed)
+            state.replay(data_run)
         return state
 

@@ -24,10 +24,13 @@ def read_slices(
     limit: int,
     max_bytes: int,
     min_one_batch: bool,
-) -> tuple[FileSlice, ...]:
+) -> tuple[tuple[FileSlice, ...], int]:
     """Whole batches from the one holding `offset`, up to max_bytes, below offset `limit`
-    (min_one_batch: the first batch even if it is larger than max_bytes)."""
+    (min_one_batch: the first batch even if it is larger than max_bytes); and the offset
+    after the last batch returned (Kafka's fetch upper bound: where aborted transactions that
+    matter to this read must begin below), `offset` when none is."""
     slices: list[FileSlice] = []
+    upper_bound = offset
     remaining = max(0, max_bytes)
     number = bisect.bisect_right(bases, offset) - 1
     while number < len(segments) and offset < limit:
@@ -48,15 +51,25 @@ def read_slices(
                 end = start + header.size
             if end > start:
                 slices.append(FileSlice(segment.fd, start, end - start))
+                upper_bound = _offset_at(segment, end)
             break
         if end > start:
             slices.append(FileSlice(segment.fd, start, end - start))
+            upper_bound = _offset_at(segment, end)
             remaining -= end - start
         if end < segment.size or remaining == 0:
             break
         if number < len(segments):
             offset = bases[number]
-    return tuple(slices)
+    return tuple(slices), upper_bound
+
+
+def _offset_at(segment: LogSegment, position: int) -> int:
+    """The offset of the batch at `position` (a boundary), or the segment's next offset."""
+    if position >= segment.size:
+        return segment.next_offset
+    header = segment.read_header(position)
+    return segment.next_offset if header is None else header.base_offset
 
 
 def offset_for_timestamp(

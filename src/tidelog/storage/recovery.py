@@ -24,7 +24,7 @@ from tidelog.storage.config import LogConfig
 from tidelog.storage.index import IndexCorruptError
 from tidelog.storage.segment import LogSegment, SegmentState
 
-_STRAY_SUFFIXES = (".index", ".timeindex", ".tmp")
+_STRAY_SUFFIXES = (".index", ".timeindex", ".txnindex", ".tmp")
 _U32_SPAN = 2**32 - 1
 _VERIFY_MAX_HEADERS = 256  # headers read to check one time-index entry; beyond: trusted
 
@@ -96,7 +96,7 @@ def load_segments(
 
 def _drop_later(directory: Path, bases: list[int], result: LoadResult) -> None:
     for base in bases:
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             (directory / f"{base:020d}{suffix}").unlink(missing_ok=True)
         result.deleted_segments += 1
 

@@ -40,6 +40,7 @@ class ReadResult:
     size: int
     log_start_offset: int
     log_end_offset: int
+    next_offset: int = -1  # offset after the last batch read (the fetch's upper bound)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,9 @@ import org.apache.kafka.streams.state.Stores;
  * records (or a minute passes, then a second more), and prints each ("out": partition, offset,
  * word, count) and the application's final state.
  *
- * Usage: WordCount BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR EXPECTED < lines
+ * Usage: WordCount BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR EXPECTED [GUARANTEE] < lines
+ * (GUARANTEE: at_least_once, the default, or exactly_once_v2; the checking consumer then
+ * reads with isolation.level=read_committed)
  */
 public final class WordCount {
     public static void main(String[] args) throws Exception {
@@ -50,6 +52,7 @@ public final class WordCount {
         String output = args[3];
         String stateDir = args[4];
         int expected = Integer.parseInt(args[5]);
+        String guarantee = args.length > 6 ? args[6] : StreamsConfig.AT_LEAST_ONCE;
         List<String> lines = new ArrayList<>();
         try (BufferedReader reader =
                 new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
@@ -85,7 +88,7 @@ public final class WordCount {
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
@@ -108,6 +111,9 @@ public final class WordCount {
         Properties consumerProps = new Properties();
         consumerProps.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         consumerProps.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");
+        if (!guarantee.equals(StreamsConfig.AT_LEAST_ONCE)) {
+            consumerProps.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        }
         consumerProps.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         consumerProps.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         consumerProps.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, LongDeserializer.class.getName());

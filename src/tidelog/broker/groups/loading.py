@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 from tidelog.broker.internal_topics import OFFSETS_TOPIC
 from tidelog.broker.metrics.registry import GroupOffset, GroupStats
 from tidelog.coordinator.coordinator import GroupCoordinatorShard
-from tidelog.coordinator.loader import iter_coordinator_records
+from tidelog.coordinator.loader import iter_logged_records
 from tidelog.coordinator.messages import GroupConfig
 from tidelog.coordinator.records import CoordinatorRecord
+from tidelog.coordinator.txn_offsets import TransactionalRecord, TransactionEnd
 from tidelog.records.batch import iter_batches
 
 if TYPE_CHECKING:
@@ -37,10 +38,12 @@ def group_config(broker: Broker) -> GroupConfig:
     )
 
 
-def read_partition(broker: Broker, partition: int) -> list[CoordinatorRecord]:
+def read_partition(
+    broker: Broker, partition: int
+) -> list[CoordinatorRecord | TransactionalRecord | TransactionEnd]:
     """Every coordinator record of one partition, in offset order (blocking file I/O)."""
     partition_log = broker.partition_log(OFFSETS_TOPIC, partition)
-    records: list[CoordinatorRecord] = []
+    records: list[CoordinatorRecord | TransactionalRecord | TransactionEnd] = []
     offset = partition_log.log_start_offset
     while offset < partition_log.log_end_offset:
         read = partition_log.read(offset, READ_CHUNK_BYTES)
@@ -50,7 +53,7 @@ def read_partition(broker: Broker, partition: int) -> list[CoordinatorRecord]:
         batches = list(iter_batches(data))
         if not batches:
             break
-        records.extend(iter_coordinator_records(data))
+        records.extend(iter_logged_records(data))
         offset = batches[-1].next_offset
     return records
 

@@ -29,13 +29,22 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tidelog.broker import clock
+from tidelog.broker.groups import transactional
 from tidelog.broker.groups.loading import group_config, group_stats, read_partition
 from tidelog.broker.groups.writes import UncommittedWrites, Write, complete, fail, record_groups
 from tidelog.broker.internal_topics import OFFSETS_TOPIC
 from tidelog.broker.metrics.registry import GroupStats
 from tidelog.coordinator.coordinator import GroupCoordinatorShard, ShardSnapshot, partition_for
 from tidelog.coordinator.loader import encode_batch
-from tidelog.coordinator.messages import Result, TimerKey, TimerRequest, TopicsImage
+from tidelog.coordinator.messages import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    Result,
+    TimerKey,
+    TimerRequest,
+    TopicsImage,
+)
+from tidelog.coordinator.txn_offsets import TransactionEnd
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.records.batch import RecordBatch
 from tidelog.types import TopicPartition
@@ -366,6 +375,23 @@ class GroupService:
                 except KafkaError as error:
                     log.warning("offset expiry in partition %d deferred: %s", partition, error)
         self._schedule_retention()
+
+    # ------------------------------------------------------------ transactions
+
+    async def txn_offset_commit(
+        self, request: OffsetCommitRequest, producer_id: int, producer_epoch: int
+    ) -> OffsetCommitResponse:
+        """TxnOffsetCommit (`transactional.py`): pending until the transaction's marker."""
+        partition = self.partition_of(request.group_id)
+        return await transactional.txn_offset_commit(
+            self.broker, self._shard(partition), partition, request, producer_id, producer_epoch
+        )
+
+    def on_transaction_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT/ABORT marker reached `__consumer_offsets` partition `partition`."""
+        shard = self.shards.get(partition)
+        if shard is not None:
+            shard.replay(TransactionEnd(producer_id, committed))
 
     def metrics_snapshot(self) -> GroupStats:
         """Groups per state and committed offsets, for /metrics (read at scrape time)."""

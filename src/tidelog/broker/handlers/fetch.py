@@ -109,8 +109,10 @@ def _read_all(
 ) -> tuple[list[FetchTopicData], int, bool]:
     """One pass over the partitions: (topics, bytes found, whether any partition has an error).
 
-    aborted_transactions as Kafka fills it: a list for a READ_COMMITTED read (empty: Tidelog
-    writes no transactions), null for a READ_UNCOMMITTED read and for a read that failed
+    A READ_COMMITTED read stops at the last stable offset; its aborted_transactions list the
+    aborted transactions overlapping the fetched range (Kafka's collectAbortedTransactions,
+    bounded by the offset after the last batch sent), null for a READ_UNCOMMITTED read and
+    for a read that failed
     (ReplicaManager's answers); a partition the broker does not know gets the schema's
     default, an empty list (KafkaApis answers it before reading)."""
     by_topic: dict[tuple[str, uuid.UUID], list[FetchPartitionData]] = {}
@@ -131,6 +133,9 @@ def _read_all(
                 item.tp, replica_id, item.fetch_offset,
                 item.current_leader_epoch,
             )
+            last_stable_offset = partition_log.last_stable_offset(high_watermark)
+            if read_committed and replica_id < 0:
+                max_offset = min(max_offset, last_stable_offset)
             limit = max(0, min(item.partition_max_bytes, max_bytes - total))
             if files >= MAX_SEGMENT_FILES_PER_FETCH:
                 limit = 0  # the rest come in the next Fetch, as past fetch.max.bytes
@@ -157,15 +162,23 @@ def _read_all(
         ]
         total += result.size
         files += len(slices)
+        aborted: list[tuple[int, int]] = []
+        if read_committed and result.size:
+            upper_bound = min(max_offset, result.next_offset)
+            aborted = [
+                (entry.producer_id, entry.first_offset)
+                for entry in partition_log.aborted_transactions(item.fetch_offset, upper_bound)
+            ]
         entries.append(
             FetchPartitionData(
                 item.partition,
                 ErrorCode.NONE,
                 high_watermark,
-                high_watermark,
+                last_stable_offset,
                 result.log_start_offset,
                 slices,
                 aborted_transactions_listed=read_committed,
+                aborted_transactions=aborted,
             )
         )
     topics = [

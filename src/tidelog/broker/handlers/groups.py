@@ -12,6 +12,7 @@ coordinator of a group is the leader of its `__consumer_offsets` partition
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -291,6 +292,7 @@ def _fetch_offsets(
     group_id: str,
     topics: Any,
     member: tuple[Any, int],
+    require_stable: bool = False,
 ) -> Any:
     """The group's committed offsets. With an authorizer: DESCRIBE on the group, else
     GROUP_AUTHORIZATION_FAILED; topics the caller may not DESCRIBE are left out of an
@@ -301,7 +303,18 @@ def _fetch_offsets(
     if topics is not None:
         wanted = tuple((t.name, index) for t in topics for index in t.partition_indexes)
     message = OffsetFetchRequest(group_id, wanted, member[0], member[1])
-    answer = deps.groups().shard_of(group_id).offset_fetch(message)
+    shard = deps.groups().shard_of(group_id)
+    answer = shard.offset_fetch(message)
+    if require_stable and answer.partitions:
+        # OffsetFetch v7+ require_stable (KIP-447): an offset a transaction may still change
+        # is UNSTABLE_OFFSET_COMMIT (the consumer retries until the transaction ends).
+        pending = shard.pending_txn_offsets
+        answer = dataclasses.replace(answer, partitions=tuple(
+            dataclasses.replace(item, offset=-1, leader_epoch=-1, metadata="",
+                                error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+            if pending.has_pending(group_id, item.topic, item.partition) else item
+            for item in answer.partitions
+        ))
     if deps.authorizer is None:
         return answer
     names = {item.topic for item in answer.partitions}
@@ -324,7 +337,8 @@ async def handle_offset_fetch(deps: GroupDeps, context: RequestContext, request:
     version = context.header.api_version
     module = classes(ApiKey.OFFSET_FETCH, version)
     if version < 8:
-        answer = _fetch_offsets(deps, context, request.group_id, request.topics, (None, -1))
+        answer = _fetch_offsets(deps, context, request.group_id, request.topics, (None, -1),
+                                bool(getattr(request, "require_stable", False)))
         if version < 2 and answer.error != ErrorCode.NONE and request.topics is not None:
             # v1 has no top-level error: each requested partition carries it (Kafka's v0-1).
             answer = replace(answer, partitions=tuple(
@@ -340,7 +354,8 @@ async def handle_offset_fetch(deps: GroupDeps, context: RequestContext, request:
     for group in request.groups:
         member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
         try:
-            answer = _fetch_offsets(deps, context, group.group_id, group.topics, member)
+            answer = _fetch_offsets(deps, context, group.group_id, group.topics, member,
+                                    bool(getattr(request, "require_stable", False)))
         except KafkaError as error:
             groups.append(responses.build(
                 module.OffsetFetchResponseGroup, group_id=group.group_id, topics=(),

@@ -1,4 +1,5 @@
-"""ListOffsets (key 2, v1-7): earliest (-2), latest (-1), max timestamp (-3), or by timestamp;
+"""ListOffsets (key 2, v1-7): earliest (-2), latest (-1: the high watermark, or for
+isolation_level READ_COMMITTED the last stable offset), max timestamp (-3), or by timestamp;
 and OffsetForLeaderEpoch (key 23, v2-4): where a leader epoch ends (KIP-101/320), from the
 partition's leader-epoch cache (replication's, or a lone broker's epoch 0).
 
@@ -51,6 +52,7 @@ def _lookup(
     partition: int,
     timestamp: int,
     current_leader_epoch: int = -1,
+    read_committed: bool = False,
 ) -> tuple[int, int]:
     """(offset, timestamp) for one partition; raises KafkaError."""
     partition_log = deps.topics.partition_log(topic, partition)
@@ -60,6 +62,9 @@ def _lookup(
         TopicPartition(topic, partition), current_leader_epoch
     )
     if timestamp == LATEST_TIMESTAMP:
+        # isolation_level 1 (READ_COMMITTED): the last stable offset, as Kafka answers.
+        if read_committed:
+            return partition_log.last_stable_offset(high_watermark), -1
         return high_watermark, -1
     if timestamp == EARLIEST_TIMESTAMP:
         return partition_log.log_start_offset, -1
@@ -132,6 +137,7 @@ async def handle_list_offsets(deps: ListOffsetsDeps, context: RequestContext, re
                 offset, timestamp = _lookup(
                     deps, topic.name, partition.partition_index, partition.timestamp,
                     int(getattr(partition, "current_leader_epoch", -1)),
+                    int(getattr(request, "isolation_level", 0)) == 1,
                 )
                 code = ErrorCode.NONE
                 if offset >= 0:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -63,6 +64,9 @@ class ProduceDeps:
     # after the local append (and fsync in sync mode).
     acks_all_waits_for_replicas: bool
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
+    # Transactional writes: may (transactional id, producer id, epoch) write this partition
+    # (KIP-890 part 1)? None: no transaction coordinator, transactional produce is refused.
+    verify_transaction: Callable[[str, int, int, tuple[str, int]], ErrorCode] | None = None
 
 
 def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
@@ -140,9 +144,11 @@ async def handle_produce(
     partition_cls = module.PartitionProduceResponse
     now_ms = clock.now_ms()
     request_error: ErrorCode | None = None
-    if request.transactional_id is not None or _has_transactional_records(request):
-        # Tidelog serves no transactions (docs/decisions.md); Kafka answers a transactional
-        # batch without a transactional id the same way, before it looks at acks.
+    transactional = request.transactional_id is not None or _has_transactional_records(request)
+    if transactional and (deps.verify_transaction is None or request.transactional_id is None):
+        # Without a transaction coordinator (cluster mode) transactions are refused; Kafka
+        # answers a transactional batch without a transactional id the same way, before it
+        # looks at acks.
         request_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif request.acks not in (0, 1, -1):
         request_error = ErrorCode.INVALID_REQUIRED_ACKS
@@ -189,6 +195,8 @@ async def handle_produce(
                     )
                 partition_log = deps.topics.partition_log(topic.name, partition.index)
                 log_start_offset = partition_log.log_start_offset
+                if transactional:
+                    _verify(deps, request.transactional_id, batches, tp)
                 result = partition_log.append(
                     batches, now_ms=now_ms, leader_epoch=leader_epoch, origin=AppendOrigin.CLIENT
                 )
@@ -266,6 +274,26 @@ async def handle_produce(
         ),
         throttle_time=0,
     )
+
+
+def _verify(
+    deps: ProduceDeps, transactional_id: str | None, batches: list[RecordBatch],
+    tp: TopicPartition,
+) -> None:
+    """A transactional batch for a partition its transaction has not added is refused
+    (Kafka's transaction.partition.verification: INVALID_TXN_STATE), so a late write of a
+    timed-out or fenced producer cannot open a transaction that nobody will end."""
+    assert deps.verify_transaction is not None and transactional_id is not None
+    for batch in batches:
+        if batch.is_transactional:
+            error = deps.verify_transaction(
+                transactional_id, batch.producer_id, batch.producer_epoch, (tp.topic, tp.partition)
+            )
+            if error is ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+                error = ErrorCode.INVALID_TXN_STATE
+            if error is not ErrorCode.NONE:
+                raise KafkaError(error, f"transactional write to {tp} not verified")
+            return
 
 
 def handlers(deps: ProduceDeps) -> HandlerTable:

@@ -1,9 +1,10 @@
-"""InitProducerId (key 22, v0-4): a fresh producer id for idempotent producers.
+"""InitProducerId (key 22, v0-4): a fresh producer id for idempotent producers, and for a
+transactional.id the transaction coordinator's answer (`transactions.init_transactional`).
 
 Ids come from `ProducerIdAllocator`, which reserves blocks on disk first, so an id is never
-handed out twice, even across restarts. Epoch 0 for a new id. Transactions are not supported:
-a transactional.id is answered with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error that
-every client reports by name instead of retrying forever.
+handed out twice, even across restarts. Epoch 0 for a new id. Without a transaction
+coordinator (cluster mode, for now) a transactional.id is answered with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error every client reports by name.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from tidelog.broker.handlers.authorization import Op, Type, cluster_allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.transactions import TransactionDeps, init_transactional
 from tidelog.broker.producer_ids import ProducerIdAllocator
 from tidelog.errors import ErrorCode
 from tidelog.protocol import responses
@@ -25,6 +27,7 @@ from tidelog.security.authorizer import Authorizer
 class ProducerIdDeps:
     producer_ids: ProducerIdAllocator
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
+    transactions: TransactionDeps | None = None  # None: transactional ids are refused
 
 
 async def handle_init_producer_id(
@@ -50,9 +53,17 @@ async def handle_init_producer_id(
             producer_epoch=-1,
         )
     if request.transactional_id is not None:
-        # Transactions are not served (docs/decisions.md); an empty transactional id is
-        # INVALID_REQUEST first, as Kafka's TransactionCoordinator.handleInitProducerId says.
+        # An empty transactional id is INVALID_REQUEST first, as Kafka's
+        # TransactionCoordinator.handleInitProducerId says.
         empty = request.transactional_id == ""
+        if deps.transactions is not None and not empty:
+            answer = await init_transactional(
+                deps.transactions, context.header.api_version, request
+            )
+            return responses.build(
+                cls, throttle_time=0, error_code=answer.error,
+                producer_id=answer.producer_id, producer_epoch=answer.producer_epoch,
+            )
         return responses.build(
             cls,
             throttle_time=0,

@@ -1,0 +1,330 @@
+"""Transactions (single node): AddPartitionsToTxn (24, v0-5), AddOffsetsToTxn (25, v0-4),
+EndTxn (26, v0-4), WriteTxnMarkers (27, v1-2), TxnOffsetCommit (28, v0-4), and InitProducerId
+with a transactional.id (`init_transactional`, called by `producer.py`).
+
+Kafka version rules: PRODUCER_FENCED exists for InitProducerId v4+, AddPartitionsToTxn v2+,
+AddOffsetsToTxn v2+, EndTxn v2+ and TxnOffsetCommit v3+ (KIP-588); older versions get
+INVALID_PRODUCER_EPOCH. AddPartitionsToTxn v4-5 is the broker-to-coordinator batched form whose
+`verify_only` asks whether partitions are already in the transaction (KIP-890 part 1).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.internal_topics import OFFSETS_TOPIC
+from tidelog.broker.topic_registry import TopicRegistry
+from tidelog.broker.transactions.markers import write_markers
+from tidelog.coordinator.messages import CommitPartition, OffsetCommitRequest
+from tidelog.coordinator.transactions import InitProducerIdResponse
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from tidelog.broker.groups.service import GroupService
+    from tidelog.broker.transactions.service import TransactionService
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDeps:
+    topics: TopicRegistry
+    transactions: Callable[[], TransactionService]  # started on first use
+    groups: Callable[[], GroupService]
+    allocate_producer_id: Callable[[], int]
+
+
+_FENCED_FROM = {
+    ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2, ApiKey.ADD_OFFSETS_TO_TXN: 2,
+    ApiKey.END_TXN: 2, ApiKey.TXN_OFFSET_COMMIT: 3,
+}
+
+
+def _for_version(error: ErrorCode, api_key: ApiKey, version: int) -> ErrorCode:
+    if error is ErrorCode.PRODUCER_FENCED and version < _FENCED_FROM[api_key]:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error
+
+
+def _ms(value: Any) -> int:
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+def _response(api_key: ApiKey, version: int, **fields: Any) -> Any:
+    return responses.build(responses.response_class(api_key, version), throttle_time=0, **fields)
+
+
+async def init_transactional(
+    deps: TransactionDeps, version: int, request: Any
+) -> InitProducerIdResponse:
+    """InitProducerId with a transactional id: bump the epoch, fencing the previous producer."""
+    txn_id = request.transactional_id
+    timeout_ms = _ms(request.transaction_timeout)
+    producer_id = int(getattr(request, "producer_id", -1))
+    producer_epoch = int(getattr(request, "producer_epoch", -1))
+    service = deps.transactions()
+    try:
+        result = await service.run(txn_id, lambda now_ms: service.coordinator.init_producer_id(
+            txn_id, timeout_ms, producer_id, producer_epoch, deps.allocate_producer_id, now_ms,
+        ))
+    except KafkaError as refused:
+        return InitProducerIdResponse(refused.code)
+    assert result.init is not None
+    answer = result.init
+    code = _for_version(answer.error, ApiKey.INIT_PRODUCER_ID, version)
+    return InitProducerIdResponse(code, answer.producer_id, answer.producer_epoch)
+
+
+def _split_known(
+    deps: TransactionDeps, topics: Any
+) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    known: list[tuple[str, int]] = []
+    unknown: list[tuple[str, int]] = []
+    for topic in topics:
+        info = deps.topics.get(topic.name)
+        for partition in topic.partitions:
+            target = known if info is not None and 0 <= partition < info.partitions else unknown
+            target.append((topic.name, int(partition)))
+    return known, unknown
+
+
+async def _add(
+    deps: TransactionDeps, txn_id: str, producer_id: int, producer_epoch: int,
+    partitions: list[tuple[str, int]], verify_only: bool,
+) -> dict[tuple[str, int], ErrorCode]:
+    service = deps.transactions()
+    if verify_only:
+        return {
+            tp: service.coordinator.verify_partition(txn_id, producer_id, producer_epoch, tp)
+            for tp in partitions
+        }
+    try:
+        result = await service.run(txn_id, lambda now_ms: service.coordinator.add_partitions(
+            txn_id, producer_id, producer_epoch, partitions, now_ms,
+        ))
+        error = result.error
+    except KafkaError as refused:
+        error = refused.code
+    return dict.fromkeys(partitions, error)
+
+
+def _topic_results(module: Any, outcomes: dict[tuple[str, int], ErrorCode]) -> tuple[Any, ...]:
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), error in outcomes.items():
+        by_topic.setdefault(topic, []).append(responses.build(
+            module.AddPartitionsToTxnPartitionResult, partition_index=partition,
+            partition_error_code=error,
+        ))
+    return tuple(
+        responses.build(module.AddPartitionsToTxnTopicResult, name=name,
+                        results_by_partition=tuple(items))
+        for name, items in by_topic.items()
+    )
+
+
+async def _add_one(
+    deps: TransactionDeps, version: int, txn_id: str, producer_id: int, producer_epoch: int,
+    topics: Any, verify_only: bool,
+) -> dict[tuple[str, int], ErrorCode]:
+    known, unknown = _split_known(deps, topics)
+    if unknown:
+        # Kafka: unknown partitions fail, the others are not attempted.
+        outcomes = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        outcomes.update(dict.fromkeys(known, ErrorCode.OPERATION_NOT_ATTEMPTED))
+        return outcomes
+    outcomes = await _add(deps, txn_id, producer_id, producer_epoch, known, verify_only)
+    return {
+        tp: _for_version(error, ApiKey.ADD_PARTITIONS_TO_TXN, version)
+        for tp, error in outcomes.items()
+    }
+
+
+async def handle_add_partitions_to_txn(
+    deps: TransactionDeps, context: RequestContext, request: Any
+) -> Any:
+    version = context.header.api_version
+    module = responses.response_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
+    if version <= 3:
+        outcomes = await _add_one(
+            deps, version, request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
+            request.v3_and_below_topics, verify_only=False,
+        )
+        return _response(ApiKey.ADD_PARTITIONS_TO_TXN, version,
+                         results_by_topic_v3_and_below=_topic_results(module, outcomes))
+    results = []
+    for txn in request.transactions:
+        outcomes = await _add_one(
+            deps, version, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+            txn.topics, verify_only=bool(txn.verify_only),
+        )
+        results.append(responses.build(
+            module.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
+            topic_results=_topic_results(module, outcomes),
+        ))
+    return _response(ApiKey.ADD_PARTITIONS_TO_TXN, version, error_code=ErrorCode.NONE,
+                     results_by_transaction=tuple(results))
+
+
+async def handle_add_offsets_to_txn(
+    deps: TransactionDeps, context: RequestContext, request: Any
+) -> Any:
+    """The group's `__consumer_offsets` partition joins the transaction."""
+    version = context.header.api_version
+    if not request.group_id:
+        error = ErrorCode.INVALID_GROUP_ID
+    else:
+        partition = deps.groups().partition_of(request.group_id)
+        outcomes = await _add(
+            deps, request.transactional_id, request.producer_id, request.producer_epoch,
+            [(OFFSETS_TOPIC, partition)], verify_only=False,
+        )
+        error = next(iter(outcomes.values()))
+    return _response(ApiKey.ADD_OFFSETS_TO_TXN, version,
+                     error_code=_for_version(error, ApiKey.ADD_OFFSETS_TO_TXN, version))
+
+
+async def handle_end_txn(deps: TransactionDeps, context: RequestContext, request: Any) -> Any:
+    version = context.header.api_version
+    service = deps.transactions()
+    txn_id = request.transactional_id
+    try:
+        result = await service.run(txn_id, lambda now_ms: service.coordinator.end_transaction(
+            txn_id, request.producer_id, request.producer_epoch, bool(request.committed),
+            now_ms,
+        ))
+        error = result.error
+    except KafkaError as refused:
+        error = refused.code
+    return _response(ApiKey.END_TXN, version,
+                     error_code=_for_version(error, ApiKey.END_TXN, version))
+
+
+async def handle_txn_offset_commit(
+    deps: TransactionDeps, context: RequestContext, request: Any
+) -> Any:
+    version = context.header.api_version
+    known: list[CommitPartition] = []
+    outcomes: list[tuple[str, int, ErrorCode]] = []
+    for topic in request.topics:
+        info = deps.topics.get(topic.name)
+        for p in topic.partitions:
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                outcomes.append(
+                    (topic.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                )
+                continue
+            known.append(CommitPartition(
+                topic.name, p.partition_index, p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1), p.committed_metadata,
+            ))
+    message = OffsetCommitRequest(
+        group_id=request.group_id,
+        partitions=tuple(known),
+        generation_id=int(getattr(request, "generation_id", -1)),
+        member_id=str(getattr(request, "member_id", "") or ""),
+        group_instance_id=getattr(request, "group_instance_id", None),
+        api_version=9,  # KIP-447 checks as OffsetCommit's newest version makes them
+    )
+    if known:
+        try:
+            answer = await deps.groups().txn_offset_commit(
+                message, request.producer_id, request.producer_epoch
+            )
+            outcomes.extend(answer.partitions)
+        except KafkaError as refused:
+            code = _for_version(
+                ErrorCode.PRODUCER_FENCED
+                if refused.code is ErrorCode.INVALID_PRODUCER_EPOCH else refused.code,
+                ApiKey.TXN_OFFSET_COMMIT, version,
+            )
+            outcomes.extend((p.topic, p.partition, code) for p in known)
+    module = responses.response_module(ApiKey.TXN_OFFSET_COMMIT, version)
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition, error in outcomes:
+        by_topic.setdefault(topic, []).append(responses.build(
+            module.TxnOffsetCommitResponsePartition, partition_index=partition, error_code=error,
+        ))
+    topics = tuple(
+        responses.build(module.TxnOffsetCommitResponseTopic, name=name, partitions=tuple(items))
+        for name, items in by_topic.items()
+    )
+    return _response(ApiKey.TXN_OFFSET_COMMIT, version, topics=topics)
+
+
+async def handle_write_txn_markers(
+    deps: TransactionDeps, context: RequestContext, request: Any
+) -> Any:
+    """WriteTxnMarkers (27, v1-2): the partition-leader side of ending a transaction, the same
+    path EndTxn's markers take (`broker/transactions/markers.py`); Kafka's admin client uses
+    it to abort a hanging transaction. Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION."""
+    version = context.header.api_version
+    module = responses.response_module(ApiKey.WRITE_TXN_MARKERS, version)
+    service = deps.transactions()
+    results = []
+    for marker in request.markers:
+        known, unknown = _split_known(deps, [
+            _Named(topic.name, tuple(topic.partition_indexes)) for topic in marker.topics
+        ])
+        outcomes = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        outcomes.update(dict.fromkeys(known, ErrorCode.NONE))
+        outcomes.update(await write_markers(
+            service.broker, known, marker.producer_id, marker.producer_epoch,
+            bool(marker.transaction_result), marker.coordinator_epoch,
+        ))
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), error in outcomes.items():
+            by_topic.setdefault(topic, []).append(responses.build(
+                module.WritableTxnMarkerPartitionResult, partition_index=partition,
+                error_code=error,
+            ))
+        results.append(responses.build(
+            module.WritableTxnMarkerResult, producer_id=marker.producer_id,
+            topics=tuple(
+                responses.build(module.WritableTxnMarkerTopicResult, name=name,
+                                partitions=tuple(items))
+                for name, items in by_topic.items()
+            ),
+        ))
+    return responses.build(responses.response_class(ApiKey.WRITE_TXN_MARKERS, version),
+                           markers=tuple(results))
+
+
+@dataclass(frozen=True, slots=True)
+class _Named:
+    name: str
+    partitions: tuple[int, ...]
+
+
+def verifier(
+    transactions: Callable[[], TransactionService],
+) -> Callable[[str, int, int, tuple[str, int]], ErrorCode]:
+    """For Produce: may this transactional producer write this partition (KIP-890 part 1)?"""
+
+    def verify(
+        txn_id: str, producer_id: int, producer_epoch: int, tp: tuple[str, int]
+    ) -> ErrorCode:
+        return transactions().coordinator.verify_partition(
+            txn_id, producer_id, producer_epoch, tp
+        )
+
+    return verify
+
+
+def handlers(deps: TransactionDeps) -> HandlerTable:
+    return {
+        ApiKey.ADD_PARTITIONS_TO_TXN: partial(handle_add_partitions_to_txn, deps),
+        ApiKey.ADD_OFFSETS_TO_TXN: partial(handle_add_offsets_to_txn, deps),
+        ApiKey.END_TXN: partial(handle_end_txn, deps),
+        ApiKey.TXN_OFFSET_COMMIT: partial(handle_txn_offset_commit, deps),
+        ApiKey.WRITE_TXN_MARKERS: partial(handle_write_txn_markers, deps),
+    }
+
+

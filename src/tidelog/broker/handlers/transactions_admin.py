@@ -1,0 +1,154 @@
+"""Transaction admin APIs (single node): DescribeTransactions (65, v0), ListTransactions
+(66, v0-1) from the transaction coordinator's state, and DescribeProducers (61, v0) from each
+partition's producer state (what Kafka's `kafka-transactions` tool reads to find hanging
+transactions). State names are Kafka's TransactionState names.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker import clock
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.topic_registry import TopicRegistry
+from tidelog.coordinator.txn_records import TransactionState, group_partitions
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.protocol import responses
+from tidelog.protocol.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from tidelog.broker.transactions.service import TransactionService
+
+STATE_NAMES = {
+    TransactionState.EMPTY: "Empty",
+    TransactionState.ONGOING: "Ongoing",
+    TransactionState.PREPARE_COMMIT: "PrepareCommit",
+    TransactionState.PREPARE_ABORT: "PrepareAbort",
+    TransactionState.COMPLETE_COMMIT: "CompleteCommit",
+    TransactionState.COMPLETE_ABORT: "CompleteAbort",
+    TransactionState.DEAD: "Dead",
+    TransactionState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
+_MAX_IDS = 10_000  # ids named in one DescribeTransactions (the frame bounds it too)
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionAdminDeps:
+    topics: TopicRegistry
+    transactions: Callable[[], TransactionService]
+
+
+def _response(api_key: ApiKey, version: int, **fields: Any) -> Any:
+    return responses.build(responses.response_class(api_key, version), throttle_time=0, **fields)
+
+
+def _time(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+async def handle_describe_transactions(
+    deps: TransactionAdminDeps, context: RequestContext, request: Any
+) -> Any:
+    version = context.header.api_version
+    module = responses.response_module(ApiKey.DESCRIBE_TRANSACTIONS, version)
+    coordinator = deps.transactions().coordinator
+    states = []
+    for txn_id in list(request.transactional_ids)[:_MAX_IDS]:
+        metadata = coordinator.describe(txn_id)
+        if metadata is None:
+            # Kafka sets only the error: every other field keeps its schema default (0, "").
+            states.append(responses.build(
+                module.TransactionState, error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+                transactional_id=txn_id, transaction_state="", transaction_timeout=0,
+                transaction_start_time=_time(0), producer_id=0, producer_epoch=0,
+            ))
+            continue
+        topics = tuple(
+            responses.build(module.TopicData, topic=entry.topic,
+                            partitions=tuple(entry.partition_ids))
+            for entry in group_partitions(metadata.partitions)
+        )
+        states.append(responses.build(
+            module.TransactionState, error_code=ErrorCode.NONE, transactional_id=txn_id,
+            transaction_state=STATE_NAMES[metadata.state],
+            transaction_timeout=metadata.timeout_ms,
+            transaction_start_time=_time(metadata.start_ms),
+            producer_id=metadata.producer_id, producer_epoch=metadata.producer_epoch,
+            topics=topics,
+        ))
+    return _response(ApiKey.DESCRIBE_TRANSACTIONS, version, transaction_states=tuple(states))
+
+
+async def handle_list_transactions(
+    deps: TransactionAdminDeps, context: RequestContext, request: Any
+) -> Any:
+    version = context.header.api_version
+    module = responses.response_module(ApiKey.LIST_TRANSACTIONS, version)
+    by_name = {name: state for state, name in STATE_NAMES.items()}
+    wanted_states = {by_name[n] for n in request.state_filters if n in by_name}
+    unknown = tuple(n for n in request.state_filters if n not in by_name)
+    producers = set(request.producer_id_filters)
+    duration_ms = int(getattr(request, "duration_filter", -1))
+    now_ms = clock.now_ms()
+    listed = []
+    for txn_id, metadata in sorted(deps.transactions().coordinator.transactions.items()):
+        if wanted_states and metadata.state not in wanted_states:
+            continue
+        if producers and metadata.producer_id not in producers:
+            continue
+        if duration_ms >= 0 and now_ms - metadata.start_ms < duration_ms:
+            continue
+        listed.append(responses.build(
+            module.TransactionState, transactional_id=txn_id, producer_id=metadata.producer_id,
+            transaction_state=STATE_NAMES[metadata.state],
+        ))
+    return _response(ApiKey.LIST_TRANSACTIONS, version, error_code=ErrorCode.NONE,
+                     unknown_state_filters=unknown, transaction_states=tuple(listed))
+
+
+async def handle_describe_producers(
+    deps: TransactionAdminDeps, context: RequestContext, request: Any
+) -> Any:
+    version = context.header.api_version
+    module = responses.response_module(ApiKey.DESCRIBE_PRODUCERS, version)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            try:
+                state = deps.topics.partition_log(topic.name, index).producer_state
+            except KafkaError as error:
+                partitions.append(responses.build(
+                    module.PartitionResponse, partition_index=index, error_code=error.code,
+                    error_message=None, active_producers=(),
+                ))
+                continue
+            active = tuple(
+                responses.build(
+                    module.ProducerState, producer_id=producer_id,
+                    producer_epoch=entry.producer_epoch, last_sequence=entry.last_sequence,
+                    last_timestamp=entry.last_timestamp,
+                    coordinator_epoch=entry.coordinator_epoch,
+                    current_txn_start_offset=entry.current_txn_first_offset,
+                )
+                for producer_id, entry in sorted(state.producers.items())
+            )
+            partitions.append(responses.build(
+                module.PartitionResponse, partition_index=index, error_code=ErrorCode.NONE,
+                error_message=None, active_producers=active,
+            ))
+        topics.append(responses.build(module.TopicResponse, name=topic.name,
+                                      partitions=tuple(partitions)))
+    return _response(ApiKey.DESCRIBE_PRODUCERS, version, topics=tuple(topics))
+
+
+def handlers(deps: TransactionAdminDeps) -> HandlerTable:
+    return {
+        ApiKey.DESCRIBE_TRANSACTIONS: partial(handle_describe_transactions, deps),
+        ApiKey.LIST_TRANSACTIONS: partial(handle_list_transactions, deps),
+        ApiKey.DESCRIBE_PRODUCERS: partial(handle_describe_producers, deps),
+    }
