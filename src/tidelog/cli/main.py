@@ -6,6 +6,7 @@ import click
 
 from tidelog.cli.archive import archive
 from tidelog.cli.bench import bench_group
+from tidelog.cli.certs import certs_command
 from tidelog.cli.cluster import cluster_group
 from tidelog.cli.config import config_group
 from tidelog.cli.console import console_command
@@ -15,6 +16,7 @@ from tidelog.cli.groups import groups
 from tidelog.cli.produce import produce_command
 from tidelog.cli.serve import serve
 from tidelog.cli.topics import topics
+from tidelog.cli.users import users_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -34,6 +36,8 @@ main.add_command(bench_group)
 main.add_command(groups)
 main.add_command(cluster_group)
 main.add_command(console_command)
+main.add_command(users_group)
+main.add_command(certs_command)
 
 
 if __name__ == "__main__":

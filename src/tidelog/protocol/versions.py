@@ -49,6 +49,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         14: (0, 5),  # SyncGroup
         15: (0, 5),  # DescribeGroups
         16: (0, 5),  # ListGroups (v5: types filter and group type, KIP-848)
+        17: (0, 1),  # SaslHandshake (v0: bare tokens follow; v1: SaslAuthenticate)
         18: (0, 4),  # ApiVersions
         19: (2, 7),  # CreateTopics
         20: (1, 6),  # DeleteTopics
@@ -56,6 +57,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         22: (0, 4),  # InitProducerId
         23: (2, 4),  # OffsetForLeaderEpoch (kio starts at v2)
         32: (1, 4),  # DescribeConfigs (kio starts at v1)
+        36: (0, 2),  # SaslAuthenticate (v1: session lifetime, KIP-368)
         37: (0, 3),  # CreatePartitions
         42: (0, 2),  # DeleteGroups
         44: (0, 1),  # IncrementalAlterConfigs

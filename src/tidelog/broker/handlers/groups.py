@@ -55,7 +55,7 @@ async def handle_find_coordinator(deps: GroupDeps, context: RequestContext, requ
     deps.groups()  # the coordinator (and __consumer_offsets) exist first
     keys = [request.key] if version < 4 else list(request.coordinator_keys)
     if getattr(request, "key_type", _GROUP_KEY) in (_GROUP_KEY, _TRANSACTION_KEY):
-        answers = [_coordinator_of(deps, key) for key in keys]
+        answers = [_coordinator_of(deps, key, context.listener_name) for key in keys]
     else:  # Kafka: a key type that does not exist is INVALID_REQUEST, no coordinator
         invalid = {"error_code": ErrorCode.INVALID_REQUEST, "node_id": -1, "host": "",
                    "port": -1}
@@ -70,8 +70,8 @@ async def handle_find_coordinator(deps: GroupDeps, context: RequestContext, requ
     return response(ApiKey.FIND_COORDINATOR, version, coordinators=coordinators)
 
 
-def _coordinator_of(deps: GroupDeps, key: str) -> dict[str, Any]:
-    error, where = deps.find_coordinator(key)
+def _coordinator_of(deps: GroupDeps, key: str, listener_name: str) -> dict[str, Any]:
+    error, where = deps.find_coordinator(key, listener_name)
     return {"error_code": error, "node_id": where[0], "host": where[1], "port": where[2]}
 
 
