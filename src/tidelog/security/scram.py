@@ -49,6 +49,7 @@ class ScramServer:
         self._known_user = False
         self._credential: ScramCredential | None = None
         self._nonce = ""
+        self._client_nonce = ""
         self._gs2_header = ""
         self._client_first_bare = ""
         self._server_first = ""
@@ -102,6 +103,7 @@ class ScramServer:
             )
         self._username = username
         self._credential = credential
+        self._client_nonce = client_nonce
         self._nonce = client_nonce + self._server_nonce
         self._gs2_header = message[: len(message) - len(bare)]
         self._client_first_bare = bare
@@ -119,7 +121,10 @@ class ScramServer:
         expected_binding = base64.b64encode(self._gs2_header.encode()).decode()
         if attributes.get("c") != expected_binding:
             raise SaslAuthenticationError("SCRAM: channel binding does not match")
-        if attributes.get("r") != self._nonce:
+        if attributes.get("r") not in (self._nonce, self._client_nonce + self._nonce):
+            # The second form is librdkafka's before 2.6.1 (its client nonce twice; Debian's
+            # kcat links 2.0.2); it still echoes the whole fresh server nonce, which is what
+            # the check is for. Kafka 3.8.1-3.9 accepted it too; Kafka 4 refuses it.
             raise SaslAuthenticationError("SCRAM: nonce does not match")
         proof = _b64decode(proof_text)
         credential = self._credential
