@@ -74,7 +74,8 @@ class SecureBroker:
             if match is not None:
                 return match
             if time.monotonic() > deadline:
-                raise AssertionError(f"no log line matching {pattern!r}:\n{self.log_text()[-3000:]}")
+                tail = self.log_text()[-3000:]
+                raise AssertionError(f"no log line matching {pattern!r}:\n{tail}")
             time.sleep(0.05)
 
 

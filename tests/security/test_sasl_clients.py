@@ -13,6 +13,7 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
+
 from conftest import BrokerFactory
 
 from .clients import ROUNDTRIPS, Security, create_topic, end_offset, values
