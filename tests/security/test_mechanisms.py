@@ -15,7 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidelog.security.sasl import PlainServer, SaslAuthenticationError, create_server
+from tidelog.security.mechanisms import create_server
+from tidelog.security.plain import PlainServer
+from tidelog.security.sasl import SaslAuthenticationError
 from tidelog.security.scram import ScramServer
 from tidelog.security.scram_credentials import (
     STORE_FILE,

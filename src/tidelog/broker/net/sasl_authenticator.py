@@ -30,6 +30,7 @@ from tidelog.errors import ErrorCode
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.security.mechanisms import create_server
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.security.sasl import (
     MAX_TOKEN_BYTES,
@@ -37,7 +38,6 @@ from tidelog.security.sasl import (
     SaslAuthenticationError,
     SaslServer,
     client_failure_message,
-    create_server,
 )
 from tidelog.security.scram_credentials import CredentialStoreError
 
