@@ -24,6 +24,7 @@ CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID = 19, 20, 21, 22
 OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 23, 32, 33, 37
 DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 42, 44, 47
 DESCRIBE_CLUSTER, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 60, 68, 69
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -39,6 +40,7 @@ API_NAMES = {
     OFFSET_DELETE: "OffsetDelete", DESCRIBE_CLUSTER: "DescribeCluster",
     CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
+    SASL_HANDSHAKE: "SaslHandshake", SASL_AUTHENTICATE: "SaslAuthenticate",
 }
 T0 = 1_600_000_000_000  # 2020-09-13T12:26:40Z: every record timestamp is T0 + something
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
@@ -457,6 +459,7 @@ def sessions(token: str) -> list[Session]:
         _init_producer_id(t),
         _describe_cluster(t),
         _internal_topics(t),
+        _sasl_on_plaintext(t),
     ]
 
 
@@ -527,6 +530,18 @@ def _api_versions(t: str) -> Session:
         Step("after-close-metadata", METADATA, 12, md(12, [])),
     ]
     return Session("api_versions", steps)
+
+
+def _sasl_on_plaintext(t: str) -> Session:
+    """Both brokers' harness listener is PLAINTEXT: the SASL APIs are out of place there and
+    Kafka answers ILLEGAL_SASL_STATE (KafkaApis); the SASL exchanges themselves are tested
+    with real clients in tests/security."""
+    steps = [Step(f"handshake-v{v}", SASL_HANDSHAKE, v, {"mechanism": "PLAIN"})
+             for v in (0, 1)]
+    steps += [Step(f"authenticate-v{v}", SASL_AUTHENTICATE, v, {"auth_bytes": b"\x00a\x00b"})
+              for v in (0, 1, 2)]
+    steps.append(Step("after-sasl-metadata", METADATA, 12, md(12, [])))
+    return Session("sasl_on_plaintext", steps)
 
 
 def _metadata(t: str) -> Session:
