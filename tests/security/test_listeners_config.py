@@ -140,3 +140,15 @@ def test_bad_security_settings_exit_2(tmp_path: Path, settings: list[str]) -> No
     result = _tidelog(*args)
     assert result.returncode == 2, result.stderr
     assert "tidelog serve:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cluster_mode_refuses_a_secured_inter_broker_listener(tmp_path: Path) -> None:
+    """Replica fetchers speak PLAINTEXT only so far: a cluster broker must register a
+    PLAINTEXT listener (the check runs before ZooKeeper is contacted)."""
+    result = _tidelog(
+        "serve", "--data-dir", str(tmp_path / "d"), "--metrics", "off", "--node-id", "1",
+        "--zookeeper", "127.0.0.1:1",
+        "--set", "listeners=SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+    )
+    assert result.returncode == 2, result.stderr
+    assert "inter.broker.listener.name" in result.stderr

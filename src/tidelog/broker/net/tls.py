@@ -31,6 +31,7 @@ from tidelog.security.ssl_principal import PrincipalMappingError, parse_rules
 
 DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000  # ssl.handshake.timeout.ms (Tidelog's; bounds slow-loris)
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100  # Kafka's connection.failed.authentication...
+DEFAULT_SASL_MAX_RECEIVE_BYTES = 524_288  # Kafka's sasl.server.max.receive.size
 DEFAULT_SASL_MECHANISMS = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
 Setting = Callable[[str], "str | None"]  # a listener's view of the settings
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -68,7 +69,9 @@ def listener_security(
     handshake_ms = _milliseconds(setting, "ssl.handshake.timeout.ms",
                                  DEFAULT_HANDSHAKE_TIMEOUT_MS)
     security = ListenerSecurity(
-        listener_name=spec.name, tls=protocol.uses_tls, sasl=sasl, principal_rules=rules
+        listener_name=spec.name, tls=protocol.uses_tls, sasl=sasl, principal_rules=rules,
+        sasl_max_receive_bytes=max(_milliseconds(setting, "sasl.server.max.receive.size",
+                                                 DEFAULT_SASL_MAX_RECEIVE_BYTES), 64),
     )
     return security, context, max(handshake_ms, 1) / 1000
 
@@ -143,6 +146,7 @@ def _load_trust_store(context: ssl.SSLContext, setting: Setting) -> None:
 
 
 def _milliseconds(setting: Setting, name: str, default: int) -> int:
+    """A non-negative integer setting (milliseconds or bytes)."""
     value = setting(name)
     if value is None:
         return default
