@@ -110,3 +110,17 @@ def test_a_silent_tls_handshake_is_closed_after_the_timeout(
         assert sock.recv(1) == b""  # closed by the broker (recv times out after 20 s)
         sock.close()
     assert time.monotonic() - started < 20
+
+
+def test_inline_pem_key_store(secure_broker: StartSecure, certs: Certs) -> None:
+    """ssl.keystore.key + ssl.keystore.certificate.chain (Kafka's inline PEM) instead of a
+    file, for one listener only (listener.name.<name>.*)."""
+    with open(certs["broker-key.pem"]) as key, open(certs["broker-cert.pem"]) as chain:
+        settings = {
+            "listener.name.ssl.ssl.keystore.key": key.read(),
+            "listener.name.ssl.ssl.keystore.certificate.chain": chain.read(),
+        }
+    broker = secure_broker(["SSL"], settings)
+    security = Security("SSL", ca=certs["ca.pem"])
+    got = ROUNDTRIPS["kcat"](broker.bootstrap("SSL"), "inline", security, 5)
+    assert got == values("inline", 5)
