@@ -25,6 +25,7 @@ OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 23
 DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 42, 44, 47
 DESCRIBE_CLUSTER, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 60, 68, 69
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -41,6 +42,8 @@ API_NAMES = {
     CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     SASL_HANDSHAKE: "SaslHandshake", SASL_AUTHENTICATE: "SaslAuthenticate",
+    DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
+    ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
 }
 T0 = 1_600_000_000_000  # 2020-09-13T12:26:40Z: every record timestamp is T0 + something
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
@@ -460,6 +463,7 @@ def sessions(token: str) -> list[Session]:
         _describe_cluster(t),
         _internal_topics(t),
         _sasl_on_plaintext(t),
+        _scram_users(t),
     ]
 
 
@@ -542,6 +546,47 @@ def _sasl_on_plaintext(t: str) -> Session:
               for v in (0, 1, 2)]
     steps.append(Step("after-sasl-metadata", METADATA, 12, md(12, [])))
     return Session("sasl_on_plaintext", steps)
+
+
+def _scram_users(t: str) -> Session:
+    """SCRAM users through the admin API (Kafka: KRaft metadata; Tidelog: the data dir)."""
+
+    def upsert(name: str, mechanism: int = 1, iterations: int = 4096) -> dict[str, Any]:
+        return {"name": name, "mechanism": mechanism, "iterations": iterations,
+                "salt": b"0123456789abcdef", "salted_password": bytes(range(32))}
+
+    def alter(deletions: list[tuple[str, int]], upsertions: list[dict[str, Any]]
+              ) -> dict[str, Any]:
+        return {"deletions": [{"name": n, "mechanism": m} for n, m in deletions],
+                "upsertions": upsertions}
+
+    def describe(*names: str) -> dict[str, Any]:
+        return {"users": [{"name": n} for n in names]}
+
+    def described(response: Any) -> bool:
+        return all(r["error_code"] == OK for r in response["results"])
+
+    u = f"{t}scram"
+    steps = [
+        Step("alter-upsert", ALTER_USER_SCRAM_CREDENTIALS, 0, alter([], [upsert(f"{u}1")])),
+        Step("describe-one", DESCRIBE_USER_SCRAM_CREDENTIALS, 0, describe(f"{u}1"),
+             until=described),
+        Step("describe-missing", DESCRIBE_USER_SCRAM_CREDENTIALS, 0, describe(f"{u}none")),
+        Step("describe-duplicate", DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+             describe(f"{u}1", f"{u}1")),
+        Step("alter-too-few-iterations", ALTER_USER_SCRAM_CREDENTIALS, 0,
+             alter([], [upsert(f"{u}2", iterations=10)])),
+        Step("alter-too-many-iterations", ALTER_USER_SCRAM_CREDENTIALS, 0,
+             alter([], [upsert(f"{u}2", iterations=100_000)])),
+        Step("alter-unknown-mechanism", ALTER_USER_SCRAM_CREDENTIALS, 0,
+             alter([], [upsert(f"{u}3", mechanism=0)])),
+        Step("alter-delete-missing", ALTER_USER_SCRAM_CREDENTIALS, 0, alter([(f"{u}4", 1)], [])),
+        Step("alter-twice", ALTER_USER_SCRAM_CREDENTIALS, 0,
+             alter([], [upsert(f"{u}5"), upsert(f"{u}5")])),
+        Step("alter-empty-name", ALTER_USER_SCRAM_CREDENTIALS, 0, alter([], [upsert("")])),
+        Step("alter-delete", ALTER_USER_SCRAM_CREDENTIALS, 0, alter([(f"{u}1", 1)], [])),
+    ]
+    return Session("scram_users", steps)
 
 
 def _metadata(t: str) -> Session:

@@ -33,6 +33,7 @@ from tidelog.broker.handlers import (
     produce,
     producer,
     sasl,
+    scram_users,
 )
 from tidelog.broker.handlers.admin_common import AdminDeps
 from tidelog.broker.handlers.context import HandlerTable
@@ -88,7 +89,11 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     load_groups = partial(group_service.service, broker)
     locator = _coordinator_locator(broker, replication)
     table |= groups.handlers(GroupDeps(topics, load_groups, locator))
-    if replication is not None:
+    if replication is None:
+        # Single node: users in the data directory. A cluster keeps them per broker today,
+        # so it does not serve the SCRAM admin APIs (docs/security.md).
+        table |= scram_users.handlers(scram_users.ScramUsersDeps(config.data_dir))
+    else:
         from tidelog.broker.handlers import cluster, cluster_admin
         from tidelog.broker.handlers.cluster_common import ClusterDeps
 

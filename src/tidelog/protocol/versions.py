@@ -62,6 +62,8 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         42: (0, 2),  # DeleteGroups
         44: (0, 1),  # IncrementalAlterConfigs
         47: (0, 0),  # OffsetDelete
+        50: (0, 0),  # DescribeUserScramCredentials (single node: the data directory's store)
+        51: (0, 0),  # AlterUserScramCredentials
         60: (0, 1),  # DescribeCluster
         68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
         69: (0, 1),  # ConsumerGroupDescribe
@@ -103,6 +105,8 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         42: "DeleteGroups",
         44: "IncrementalAlterConfigs",
         47: "OffsetDelete",
+        50: "DescribeUserScramCredentials",
+        51: "AlterUserScramCredentials",
         60: "DescribeCluster",
         61: "DescribeProducers",
         68: "ConsumerGroupHeartbeat",

@@ -101,6 +101,22 @@ def make_credential(
     )
 
 
+def credential_from_salted_password(
+    mechanism: str, salt: bytes, iterations: int, salted: bytes
+) -> ScramCredential:
+    """What AlterUserScramCredentials sends (the client salts and hashes the password) ->
+    the stored keys."""
+    hash_name = SCRAM_MECHANISMS[mechanism]
+    client_key = hmac.digest(salted, b"Client Key", hash_name)
+    return ScramCredential(
+        mechanism=mechanism,
+        salt=salt,
+        iterations=iterations,
+        stored_key=hashlib.new(hash_name, client_key).digest(),
+        server_key=hmac.digest(salted, b"Server Key", hash_name),
+    )
+
+
 Users = dict[str, dict[str, ScramCredential]]
 
 
