@@ -144,7 +144,7 @@ SECURITY_SETTINGS = frozenset({
     "ssl.cipher.suites", "ssl.principal.mapping.rules", "ssl.protocol",
     "ssl.endpoint.identification.algorithm", "ssl.handshake.timeout.ms",
     "sasl.enabled.mechanisms", "connection.failed.authentication.delay.ms",
-    "sasl.server.max.receive.size",
+    "sasl.server.max.receive.size", "connections.max.reauth.ms",
 })
 # Accepted and kept (cluster traffic over a chosen listener comes later; docs/security.md).
 INTER_BROKER_SETTINGS = frozenset({

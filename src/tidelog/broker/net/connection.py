@@ -42,6 +42,7 @@ from typing import Any, Protocol
 from tidelog.broker.handlers.context import RequestContext
 from tidelog.broker.net.router import Router, UnanswerableError
 from tidelog.broker.net.sasl_authenticator import (
+    Reauthentication,
     SaslAuthenticator,
     SaslPhase,
     SaslSettings,
@@ -121,6 +122,7 @@ class Connection(asyncio.BufferedProtocol):
         self._max_frame_bytes = limits.max_frame_bytes
         self._principal: KafkaPrincipal = ANONYMOUS
         self._sasl: SaslAuthenticator | None = None
+        self._session_expires_at: float | None = None  # KIP-368, loop.time() seconds
         self._writable = asyncio.Event()
         self._writable.set()
         self._registry = registry
@@ -229,6 +231,8 @@ class Connection(asyncio.BufferedProtocol):
         if self._sasl is not None and not self._sasl.complete:
             self._submit_unauthenticated(self._sasl, frame)
             return
+        if self._session_expires_at is not None and self._reauthenticate_or_close(frame):
+            return
         try:
             api_key, api_version, correlation_id = parse_header(memoryview(frame))
             if not self._router.is_supported(api_key, api_version):
@@ -298,6 +302,29 @@ class Connection(asyncio.BufferedProtocol):
             step = sasl.authenticate(header, request.body)
         self._answer_sasl(sasl, header, step)
 
+    def _reauthenticate_or_close(self, frame: bytearray) -> bool:
+        """KIP-368 on a session with a lifetime: a SaslHandshake starts re-authentication
+        (True: handled); any other request after the lifetime closes the connection."""
+        assert self._sasl is not None and self._session_expires_at is not None
+        try:
+            api_key, _, _ = parse_header(memoryview(frame))
+        except ProtocolDecodeError:
+            return False  # _submit closes it
+        if api_key == ApiKey.SASL_HANDSHAKE:
+            previous = self._sasl
+            self._sasl = SaslAuthenticator(
+                previous.settings, f"{self._peer[0]}:{self._peer[1]}",
+                Reauthentication(self._principal, previous.mechanism),
+            )
+            self._submit_unauthenticated(self._sasl, frame)
+            return True
+        if asyncio.get_running_loop().time() >= self._session_expires_at:
+            log.info("closing %s:%d: SASL session expired (connections.max.reauth.ms)",
+                     *self._peer)
+            self.close()
+            return True
+        return False
+
     def _answer_sasl(self, sasl: SaslAuthenticator, header: RequestHeader, step: SaslStep
                      ) -> None:
         if step.close:
@@ -324,6 +351,9 @@ class Connection(asyncio.BufferedProtocol):
             self._principal = sasl.principal or ANONYMOUS
             self._frames.max_frame_bytes = self._max_frame_bytes
             self._frames.min_frame_bytes = MIN_FRAME_BYTES
+            max_reauth_ms = sasl.settings.max_reauth_ms
+            if max_reauth_ms > 0:
+                self._session_expires_at = loop.time() + max_reauth_ms / 1000
 
     def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> None:
         if api_key == ApiKey.API_VERSIONS:

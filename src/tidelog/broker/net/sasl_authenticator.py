@@ -7,7 +7,10 @@ SaslServerAuthenticator as a state machine the connection drives.
     RAW_TOKEN       after SaslHandshake v0: the next frames are bare tokens (size + bytes,
                     no request header), answered the same way (pre-1.0 clients)
     COMPLETE        authenticated: `principal` is set; every API is served (SaslHandshake and
-                    SaslAuthenticate then get ILLEGAL_SASL_STATE from their handlers)
+                    SaslAuthenticate then get ILLEGAL_SASL_STATE from their handlers, unless
+                    connections.max.reauth.ms is set: then a SaslHandshake starts KIP-368
+                    re-authentication with a new authenticator, which must end with the same
+                    principal and mechanism)
     FAILED          the answer is sent after connection.failed.authentication.delay.ms and
                     the connection is closed
 
@@ -66,15 +69,37 @@ class SaslSettings:
     enabled_mechanisms: tuple[str, ...]
     credentials: CredentialSource
     failed_authentication_delay_ms: int
+    max_reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368); 0: sessions never expire
+
+
+@dataclass(frozen=True, slots=True)
+class Reauthentication:
+    """What a KIP-368 re-authentication must keep: Kafka refuses a change of principal or
+    mechanism ("Cannot change principals during re-authentication")."""
+
+    principal: KafkaPrincipal
+    mechanism: str
 
 
 class SaslAuthenticator:
-    def __init__(self, settings: SaslSettings, peer: str) -> None:
+    def __init__(
+        self, settings: SaslSettings, peer: str, reauthentication: Reauthentication | None = None
+    ) -> None:
         self._settings = settings
         self._peer = peer
+        self._reauthentication = reauthentication
         self.phase = SaslPhase.HANDSHAKE
         self._server: SaslServer | None = None
         self.principal: KafkaPrincipal | None = None
+
+    @property
+    def mechanism(self) -> str:
+        assert self._server is not None
+        return self._server.mechanism
+
+    @property
+    def settings(self) -> SaslSettings:
+        return self._settings
 
     @property
     def complete(self) -> bool:
@@ -96,6 +121,15 @@ class SaslAuthenticator:
         mechanism = str(request.mechanism)
         enabled = self._settings.enabled_mechanisms
         cls = responses.response_class(ApiKey.SASL_HANDSHAKE, header.api_version)
+        expected = self._reauthentication
+        if expected is not None and mechanism != expected.mechanism:
+            log.info("%s: re-authentication with %r, not %s", self._peer, mechanism[:64],
+                     expected.mechanism)
+            self.phase = SaslPhase.FAILED
+            answer = responses.build(
+                cls, error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled
+            )
+            return SaslStep(response=answer, fail=True)
         if mechanism not in enabled:
             log.info("%s: SASL mechanism %r is not enabled", self._peer, mechanism[:64])
             self.phase = SaslPhase.FAILED
@@ -122,9 +156,11 @@ class SaslAuthenticator:
                 auth_bytes=b"",
             )
             return SaslStep(response=failed, fail=True)
+        lifetime_ms = self._settings.max_reauth_ms if self.complete else 0
         return SaslStep(
             response=responses.build(
-                cls, error_code=ErrorCode.NONE, error_message=None, auth_bytes=answer
+                cls, error_code=ErrorCode.NONE, error_message=None, auth_bytes=answer,
+                session_lifetime=lifetime_ms,
             )
         )
 
@@ -153,9 +189,17 @@ class SaslAuthenticator:
             self.phase = SaslPhase.FAILED
             raise SaslAuthenticationError(str(error)) from None
         if server.complete:
+            principal = KafkaPrincipal("User", server.username)
+            expected = self._reauthentication
+            if expected is not None and principal != expected.principal:
+                self.phase = SaslPhase.FAILED
+                log.info("%s: re-authentication as %s, not %s", self._peer, principal,
+                         expected.principal)
+                raise SaslAuthenticationError("Cannot change principals during re-authentication")
             self.phase = SaslPhase.COMPLETE
-            self.principal = KafkaPrincipal("User", server.username)
-            log.info("%s: authenticated as %s with %s", self._peer, self.principal,
+            self.principal = principal
+            log.info("%s: %s as %s with %s", self._peer,
+                     "re-authenticated" if expected else "authenticated", principal,
                      server.mechanism)
         return answer
 

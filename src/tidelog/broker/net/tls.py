@@ -61,6 +61,7 @@ def listener_security(
             credentials,
             _milliseconds(setting, "connection.failed.authentication.delay.ms",
                           DEFAULT_FAILED_AUTHENTICATION_DELAY_MS),
+            _milliseconds(setting, "connections.max.reauth.ms", 0),
         )
     try:
         rules = parse_rules(setting("ssl.principal.mapping.rules"))
