@@ -145,6 +145,9 @@ SECURITY_SETTINGS = frozenset({
     "ssl.endpoint.identification.algorithm", "ssl.handshake.timeout.ms",
     "sasl.enabled.mechanisms", "connection.failed.authentication.delay.ms",
     "sasl.server.max.receive.size", "connections.max.reauth.ms",
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds",
 })
 # Accepted and kept (cluster traffic over a chosen listener comes later; docs/security.md).
 INTER_BROKER_SETTINGS = frozenset({

@@ -20,7 +20,7 @@ from tidelog.errors import TidelogError
 from tidelog.security.scram_credentials import ScramCredential
 
 MAX_TOKEN_BYTES = 64 * 1024  # far above any PLAIN or SCRAM message; bigger is refused
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 def client_failure_message(mechanism: str) -> str:

@@ -29,11 +29,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from tidelog.broker import clock
 from tidelog.errors import ErrorCode
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.security.mechanisms import create_server
+from tidelog.security.oauthbearer import JwtValidator
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.security.sasl import (
     MAX_TOKEN_BYTES,
@@ -70,6 +72,7 @@ class SaslSettings:
     credentials: CredentialSource
     failed_authentication_delay_ms: int
     max_reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368); 0: sessions never expire
+    jwt_validator: JwtValidator | None = None  # OAUTHBEARER (sasl.oauthbearer.*)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +140,10 @@ class SaslAuthenticator:
                 cls, error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled
             )
             return SaslStep(response=answer, fail=True)
-        self._server = create_server(mechanism, self._settings.credentials, _nonce())
+        self._server = create_server(
+            mechanism, self._settings.credentials, _nonce(), self._settings.jwt_validator,
+            clock.now_ms,
+        )
         self.phase = SaslPhase.AUTHENTICATE if header.api_version >= 1 else SaslPhase.RAW_TOKEN
         return SaslStep(
             response=responses.build(cls, error_code=ErrorCode.NONE, mechanisms=enabled)

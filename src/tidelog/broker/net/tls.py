@@ -26,6 +26,7 @@ from tidelog.broker.config import BrokerConfig, ConfigError
 from tidelog.broker.listener_config import ListenerSpec, listener_setting
 from tidelog.broker.net.connection import ListenerSecurity
 from tidelog.broker.net.sasl_authenticator import SaslSettings, enabled_mechanisms
+from tidelog.security.oauthbearer import JwksError, JwtValidator, load_jwks
 from tidelog.security.sasl import SUPPORTED_MECHANISMS, CredentialSource
 from tidelog.security.ssl_principal import PrincipalMappingError, parse_rules
 
@@ -62,6 +63,7 @@ def listener_security(
             _milliseconds(setting, "connection.failed.authentication.delay.ms",
                           DEFAULT_FAILED_AUTHENTICATION_DELAY_MS),
             _milliseconds(setting, "connections.max.reauth.ms", 0),
+            _jwt_validator(setting) if "OAUTHBEARER" in mechanisms else None,
         )
     try:
         rules = parse_rules(setting("ssl.principal.mapping.rules"))
@@ -144,6 +146,30 @@ def _load_trust_store(context: ssl.SSLContext, setting: Setting) -> None:
             context.load_verify_locations(cadata=inline)
     except (ssl.SSLError, OSError) as error:
         raise ConfigError(f"ssl.truststore.location {location or '(inline)'}: {error}") from None
+
+
+def _jwt_validator(setting: Setting) -> JwtValidator:
+    """OAUTHBEARER's token checks from Kafka's sasl.oauthbearer.* names (KIP-768); the keys
+    come from a JWKS file (`file:///path/jwks.json` or a path), read at start."""
+    url = setting("sasl.oauthbearer.jwks.endpoint.url")
+    if not url:
+        raise ConfigError("OAUTHBEARER needs sasl.oauthbearer.jwks.endpoint.url (a JWKS file)")
+    if url.startswith(("http://", "https://")):
+        raise ConfigError("sasl.oauthbearer.jwks.endpoint.url: only file: URLs are supported")
+    path = url.removeprefix("file://")
+    try:
+        keys = load_jwks(Path(path).read_bytes())
+    except OSError as error:
+        raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url {url}: {error.strerror}") from None
+    except JwksError as error:
+        raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url {url}: {error}") from None
+    return JwtValidator(
+        keys,
+        expected_audience=setting("sasl.oauthbearer.expected.audience") or None,
+        expected_issuer=setting("sasl.oauthbearer.expected.issuer") or None,
+        principal_claim=setting("sasl.oauthbearer.sub.claim.name") or "sub",
+        clock_skew_s=_milliseconds(setting, "sasl.oauthbearer.clock.skew.seconds", 30),
+    )
 
 
 def _milliseconds(setting: Setting, name: str, default: int) -> int:
