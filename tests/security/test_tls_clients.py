@@ -5,8 +5,12 @@ handshake that never comes): refused, nothing written, the broker keeps serving.
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import ssl
 import time
+from pathlib import Path
 
 import confluent_kafka
 import pytest
@@ -124,3 +128,39 @@ def test_inline_pem_key_store(secure_broker: StartSecure, certs: Certs) -> None:
     security = Security("SSL", ca=certs["ca.pem"])
     got = ROUNDTRIPS["kcat"](broker.bootstrap("SSL"), "inline", security, 5)
     assert got == values("inline", 5)
+
+
+def _handshake_ok(port: int, ca: str) -> bool:
+    context = ssl.create_default_context(cafile=ca)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock, \
+                context.wrap_socket(sock, server_hostname="127.0.0.1"):
+            return True
+    except (ssl.SSLError, OSError):
+        return False
+
+
+def test_key_store_reloads_when_the_file_changes(
+    secure_broker: StartSecure, certs: Certs, other_certs: Certs, tmp_path: Path
+) -> None:
+    key_store = tmp_path / "broker.pem"
+    shutil.copyfile(certs["broker.pem"], key_store)
+    broker = secure_broker(["SSL"], tls_settings(certs) | {
+        "ssl.keystore.location": str(key_store)})
+    port = broker.ports["SSL"]
+    assert _handshake_ok(port, certs["ca.pem"])
+    assert not _handshake_ok(port, other_certs["ca.pem"])
+    # A half-written file is refused and the old certificate stays.
+    (tmp_path / "garbage.pem").write_text("-----BEGIN PRIVATE KEY-----\nnot pem\n")
+    os.replace(tmp_path / "garbage.pem", key_store)
+    broker.wait_for_log("changed but does not load")
+    assert _handshake_ok(port, certs["ca.pem"])
+    # The new certificate (another CA's) is presented to new connections within a tick.
+    shutil.copyfile(other_certs["broker.pem"], tmp_path / "new.pem")
+    os.replace(tmp_path / "new.pem", key_store)
+    broker.wait_for_log(r"ssl.keystore.location \S+ reloaded")
+    assert _handshake_ok(port, other_certs["ca.pem"])
+    assert not _handshake_ok(port, certs["ca.pem"])
+    security = Security("SSL", ca=other_certs["ca.pem"])
+    assert ROUNDTRIPS["kcat"](broker.bootstrap("SSL"), "reloaded", security, 3) == values(
+        "reloaded", 3)

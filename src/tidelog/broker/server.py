@@ -43,7 +43,7 @@ from tidelog.broker.metrics.http import MetricsAddressError, start_metrics
 from tidelog.broker.net.connection import Connection, ConnectionLimits
 from tidelog.broker.net.listener import Listener
 from tidelog.broker.net.router import Router
-from tidelog.broker.net.tls import listener_security
+from tidelog.broker.net.tls import KeyStoreWatch, key_store_watch, listener_security
 from tidelog.broker.services import PartitionReplication, SingleNodeReplication
 from tidelog.broker.state import Broker
 from tidelog.errors import ErrorCode
@@ -134,6 +134,7 @@ class BrokerServer:
         )
         self._connections: set[Connection] = set()  # every listener's (max.connections)
         self.listeners: list[Listener] = []
+        self._key_stores: list[KeyStoreWatch] = []  # TLS listeners' files, polled per tick
         self._tick_handle: asyncio.TimerHandle | None = None
 
     @property
@@ -157,6 +158,9 @@ class BrokerServer:
                 connections=self._connections,
             )
             self.listeners.append(listener)
+            watch = key_store_watch(config, spec, ssl_context)
+            if watch is not None:
+                self._key_stores.append(watch)
             host, port = await listener.bind(spec.host, spec.port)
             addresses.append((host, port))
             bound.append(replace(spec, port=port,
@@ -204,6 +208,8 @@ class BrokerServer:
         config = self.broker.config
         for listener in self.listeners:
             listener.check_idle(config.log_tick_interval_ms, config.connections_max_idle_ms)
+        for key_store in self._key_stores:
+            key_store.poll()
         self._schedule_tick()
 
     async def shutdown(self) -> None:

@@ -12,10 +12,12 @@ ConfigError naming the setting.
                                      Python cannot restrict TLS 1.3 suites)
 
 Every name may be given per listener as `listener.name.<listener>.<name>` (Kafka's rule).
+The key store file is watched (`KeyStoreWatch`): a changed file is loaded for new handshakes.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import tempfile
@@ -34,8 +36,56 @@ DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000  # ssl.handshake.timeout.ms (Tidelog's; bo
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100  # Kafka's connection.failed.authentication...
 DEFAULT_SASL_MAX_RECEIVE_BYTES = 524_288  # Kafka's sasl.server.max.receive.size
 DEFAULT_SASL_MECHANISMS = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
+log = logging.getLogger("tidelog.broker.tls")
 Setting = Callable[[str], "str | None"]  # a listener's view of the settings
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+
+
+class KeyStoreWatch:
+    """Certificate reload without a restart: `poll()` (every broker tick; one stat) loads
+    ssl.keystore.location into the listener's SSLContext again when the file changed, so new
+    handshakes present the new certificate; open connections keep theirs. A file that does
+    not load (half-written, wrong password) is logged and the old certificate stays."""
+
+    def __init__(self, context: ssl.SSLContext, location: str, password: str | None) -> None:
+        self._context = context
+        self._location = location
+        self._password = password
+        self._stamp = self._read_stamp()
+
+    def _read_stamp(self) -> tuple[int, int] | None:
+        try:
+            status = os.stat(self._location)
+        except OSError:
+            return None
+        return status.st_mtime_ns, status.st_size
+
+    def poll(self) -> bool:
+        stamp = self._read_stamp()
+        if stamp is None or stamp == self._stamp:
+            return False
+        try:
+            self._context.load_cert_chain(self._location, password=self._password)
+        except (ssl.SSLError, OSError) as error:
+            log.warning("ssl.keystore.location %s changed but does not load: %s",
+                        self._location, error)
+            return False
+        finally:
+            self._stamp = stamp
+        log.info("ssl.keystore.location %s reloaded", self._location)
+        return True
+
+
+def key_store_watch(
+    config: BrokerConfig, spec: ListenerSpec, context: ssl.SSLContext | None
+) -> KeyStoreWatch | None:
+    """A watch on the listener's key store file (None without TLS or with an inline one)."""
+    location = listener_setting(config.raw, spec.name, "ssl.keystore.location")
+    if context is None or not location:
+        return None
+    password = (listener_setting(config.raw, spec.name, "ssl.key.password")
+                or listener_setting(config.raw, spec.name, "ssl.keystore.password"))
+    return KeyStoreWatch(context, location, password)
 
 
 def listener_security(
