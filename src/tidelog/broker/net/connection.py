@@ -45,8 +45,12 @@ from tidelog.broker.net.sasl_authenticator import (
     Reauthentication,
     SaslAuthenticator,
     SaslPhase,
-    SaslSettings,
     SaslStep,
+)
+from tidelog.broker.net.security import (
+    PLAINTEXT_SECURITY,
+    ListenerSecurity,
+    certificate_principal,
 )
 from tidelog.errors import ProtocolDecodeError
 from tidelog.protocol.api_keys import ApiKey
@@ -60,12 +64,7 @@ from tidelog.protocol.wire import (
     decode_request_header,
 )
 from tidelog.security.principal import ANONYMOUS, KafkaPrincipal
-from tidelog.security.ssl_principal import (
-    MappingRule,
-    PrincipalMappingError,
-    map_principal,
-    subject_dn,
-)
+from tidelog.security.ssl_principal import PrincipalMappingError
 
 MAX_FETCHES_IN_FLIGHT = 4  # consumers and followers keep one Fetch in flight per broker
 MIN_FRAME_BYTES = 8  # api_key, api_version, correlation_id
@@ -77,21 +76,6 @@ log = logging.getLogger("tidelog.broker.connection")
 class ConnectionLimits:
     max_frame_bytes: int  # socket.request.max.bytes
     max_in_flight: int  # max.in.flight.requests.per.connection
-
-
-@dataclass(frozen=True, slots=True)
-class ListenerSecurity:
-    """What a listener asks of its connections: its name (in every RequestContext), TLS,
-    SASL, and how a TLS client certificate becomes a principal."""
-
-    listener_name: str = "PLAINTEXT"
-    tls: bool = False
-    sasl: SaslSettings | None = None
-    principal_rules: tuple[MappingRule, ...] = ()  # ssl.principal.mapping.rules
-    sasl_max_receive_bytes: int = 524_288  # sasl.server.max.receive.size (Kafka's default)
-
-
-PLAINTEXT_SECURITY = ListenerSecurity()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,20 +149,15 @@ class Connection(asyncio.BufferedProtocol):
             self._principal_from_certificate(transport.get_extra_info("ssl_object"))
 
     def _principal_from_certificate(self, ssl_object: ssl.SSLObject | None) -> None:
-        """SSL listener: the client certificate's subject through the mapping rules, or
-        ANONYMOUS when the client sent none (ssl.client.auth=none|requested)."""
-        certificate = ssl_object.getpeercert() if ssl_object is not None else None
-        subject = certificate.get("subject") if certificate else None
-        if not subject:
-            return
-        dn = subject_dn(subject)  # type: ignore[arg-type]
         try:
-            self._principal = map_principal(dn, self._security.principal_rules)
+            principal = certificate_principal(ssl_object, self._security.principal_rules)
         except PrincipalMappingError as error:
             log.warning("closing %s:%d: %s", *self._peer, error)
             self.close()
             return
-        log.info("%s:%d: TLS client %s is %s", *self._peer, dn, self._principal)
+        if principal is not None:
+            self._principal = principal.kafka
+            log.info("%s:%d: TLS client %s is %s", *self._peer, principal.dn, principal.kafka)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True

@@ -11,13 +11,9 @@ import contextlib
 import logging
 import ssl
 
-from tidelog.broker.net.connection import (
-    PLAINTEXT_SECURITY,
-    Connection,
-    ConnectionLimits,
-    ListenerSecurity,
-)
+from tidelog.broker.net.connection import Connection, ConnectionLimits
 from tidelog.broker.net.router import Router
+from tidelog.broker.net.security import PLAINTEXT_SECURITY, ListenerSecurity
 
 log = logging.getLogger("tidelog.broker.server")
 

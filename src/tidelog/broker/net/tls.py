@@ -26,8 +26,8 @@ from pathlib import Path
 
 from tidelog.broker.config import BrokerConfig, ConfigError
 from tidelog.broker.listener_config import ListenerSpec, listener_setting
-from tidelog.broker.net.connection import ListenerSecurity
 from tidelog.broker.net.sasl_authenticator import SaslSettings, enabled_mechanisms
+from tidelog.broker.net.security import ListenerSecurity
 from tidelog.security.oauthbearer import JwksError, JwtValidator, load_jwks
 from tidelog.security.sasl import SUPPORTED_MECHANISMS, CredentialSource
 from tidelog.security.ssl_principal import PrincipalMappingError, parse_rules
