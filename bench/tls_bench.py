@@ -83,14 +83,15 @@ def main() -> None:
         certs, data = f"{tmp}/certs", f"{tmp}/data"
         tidelog("certs", "--dir", certs)
         tidelog("users", "add", USER, "--password", PASSWORD, "--data-dir", data)
-        broker = subprocess.Popen(
-            [sys.executable, "-m", "tidelog.cli.main", "serve", "--data-dir", data,
-             "--metrics", "off", "--set",
-             "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-             "--set", f"ssl.keystore.location={certs}/broker.pem",
-             "--set", f"ssl.truststore.location={certs}/ca.pem"],
-            stdout=subprocess.PIPE, stderr=open(f"{tmp}/broker.log", "w"),
-        )
+        with open(f"{tmp}/broker.log", "w") as log_file:
+            broker = subprocess.Popen(
+                [sys.executable, "-m", "tidelog.cli.main", "serve", "--data-dir", data,
+                 "--metrics", "off", "--set",
+                 "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+                 "--set", f"ssl.keystore.location={certs}/broker.pem",
+                 "--set", f"ssl.truststore.location={certs}/ca.pem"],
+                stdout=subprocess.PIPE, stderr=log_file,
+            )
         try:
             assert broker.stdout is not None
             broker.stdout.readline()  # the ready line: every listener is bound
