@@ -1,6 +1,6 @@
 """OAUTHBEARER with JWTs checked against a JWKS file: signature (RSA and EC), exp/nbf, iss,
 aud, the principal claim; unsecured and HMAC tokens refused. Unit cases on the validator, then
-confluent-kafka and kafka-python producing and consuming with a token, and an expired or
+confluent-kafka, kafka-python and aiokafka with a token, and an expired or
 badly signed token refused with nothing written."""
 
 from __future__ import annotations
@@ -204,3 +204,33 @@ def test_bad_tokens_are_refused_and_write_nothing(oauth_broker: Any, certs: Cert
                      ca=certs["ca.pem"])
     assert ROUNDTRIPS["confluent"](oauth_broker.bootstrap("SASL_SSL"), f"{topic}-scram", scram,
                                    3) == values(f"{topic}-scram", 3)
+
+
+def test_aiokafka_with_a_token(oauth_broker: Any, certs: Certs) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.abc import AbstractTokenProvider
+    from aiokafka.helpers import create_ssl_context
+
+    token = jwt(_live_claims())
+
+    class Provider(AbstractTokenProvider):  # type: ignore[misc]
+        async def token(self) -> str:
+            return token
+
+    async def run() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=oauth_broker.bootstrap("SASL_SSL"), security_protocol="SASL_SSL",
+            ssl_context=create_ssl_context(cafile=certs["ca.pem"]),
+            sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=Provider(),
+        )
+        await producer.start()
+        try:
+            for value in values("oauth-aio", 5):
+                await producer.send_and_wait("oauth-aio", value, partition=0)
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+    assert end_offset(oauth_broker.bootstrap("PLAINTEXT"), "oauth-aio") == 5
