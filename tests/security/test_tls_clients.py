@@ -164,3 +164,20 @@ def test_key_store_reloads_when_the_file_changes(
     security = Security("SSL", ca=other_certs["ca.pem"])
     assert ROUNDTRIPS["kcat"](broker.bootstrap("SSL"), "reloaded", security, 3) == values(
         "reloaded", 3)
+
+
+def test_enabled_protocols_and_cipher_suites(secure_broker: StartSecure, certs: Certs) -> None:
+    broker = secure_broker(["SSL"], tls_settings(certs) | {
+        "ssl.enabled.protocols": "TLSv1.2",
+        "ssl.cipher.suites": "ECDHE-ECDSA-AES256-GCM-SHA384",  # the certs are P-256 keys
+    })
+    context = ssl.create_default_context(cafile=certs["ca.pem"])
+    with socket.create_connection(("127.0.0.1", broker.ports["SSL"]), timeout=10) as sock, \
+            context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
+        assert tls.version() == "TLSv1.2"
+        assert tls.cipher()[0] == "ECDHE-ECDSA-AES256-GCM-SHA384"
+    only_13 = ssl.create_default_context(cafile=certs["ca.pem"])
+    only_13.minimum_version = ssl.TLSVersion.TLSv1_3
+    with socket.create_connection(("127.0.0.1", broker.ports["SSL"]), timeout=10) as sock, \
+            pytest.raises(ssl.SSLError):
+        only_13.wrap_socket(sock, server_hostname="127.0.0.1")
