@@ -96,8 +96,10 @@ class BrokerFactory:
         settings: Mapping[str, str] | None = None,
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
+        listen: str | None = "127.0.0.1:0",
     ) -> BrokerProcess:
-        """`env`: extra environment variables for the broker process (e.g. LD_PRELOAD)."""
+        """`env`: extra environment variables for the broker process (e.g. LD_PRELOAD).
+        `listen=None`: no --listen (the settings give `listeners`)."""
         index = len(self.started)
         if data_dir is None:
             data_dir = self._tmp_dir / f"data-{index}"
@@ -109,9 +111,9 @@ class BrokerFactory:
             "serve",
             "--data-dir",
             str(data_dir),
-            "--listen",
-            "127.0.0.1:0",
         ]
+        if listen is not None:
+            args += ["--listen", listen]
         for key, value in (settings or {}).items():
             args += ["--set", f"{key}={value}"]
         args += list(extra_args)

@@ -28,6 +28,8 @@ DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 WRITE_TXN_MARKERS = 27
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -48,6 +50,9 @@ API_NAMES = {
     END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit",
     DESCRIBE_PRODUCERS: "DescribeProducers", DESCRIBE_TRANSACTIONS: "DescribeTransactions",
     LIST_TRANSACTIONS: "ListTransactions", WRITE_TXN_MARKERS: "WriteTxnMarkers",
+    SASL_HANDSHAKE: "SaslHandshake", SASL_AUTHENTICATE: "SaslAuthenticate",
+    DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
+    ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
 }
 T0 = 1_600_000_000_000  # 2020-09-13T12:26:40Z: every record timestamp is T0 + something
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
@@ -468,6 +473,8 @@ def sessions(token: str) -> list[Session]:
         _describe_cluster(t),
         _acls(t),
         _internal_topics(t),
+        _sasl_on_plaintext(t),
+        _scram_users(t),
     ]
 
 
@@ -538,6 +545,59 @@ def _api_versions(t: str) -> Session:
         Step("after-close-metadata", METADATA, 12, md(12, [])),
     ]
     return Session("api_versions", steps)
+
+
+def _sasl_on_plaintext(t: str) -> Session:
+    """Both brokers' harness listener is PLAINTEXT: the SASL APIs are out of place there and
+    Kafka answers ILLEGAL_SASL_STATE (KafkaApis); the SASL exchanges themselves are tested
+    with real clients in tests/security."""
+    steps = [Step(f"handshake-v{v}", SASL_HANDSHAKE, v, {"mechanism": "PLAIN"})
+             for v in (0, 1)]
+    steps += [Step(f"authenticate-v{v}", SASL_AUTHENTICATE, v, {"auth_bytes": b"\x00a\x00b"})
+              for v in (0, 1, 2)]
+    steps.append(Step("after-sasl-metadata", METADATA, 12, md(12, [])))
+    return Session("sasl_on_plaintext", steps)
+
+
+def _scram_users(t: str) -> Session:
+    """SCRAM users through the admin API (Kafka: KRaft metadata; Tidelog: the data dir)."""
+
+    def upsert(name: str, mechanism: int = 1, iterations: int = 4096) -> dict[str, Any]:
+        return {"name": name, "mechanism": mechanism, "iterations": iterations,
+                "salt": b"0123456789abcdef", "salted_password": bytes(range(32))}
+
+    def alter(deletions: list[tuple[str, int]], upsertions: list[dict[str, Any]]
+              ) -> dict[str, Any]:
+        return {"deletions": [{"name": n, "mechanism": m} for n, m in deletions],
+                "upsertions": upsertions}
+
+    def describe(*names: str) -> dict[str, Any]:
+        return {"users": [{"name": n} for n in names]}
+
+    def described(response: Any) -> bool:
+        return all(r["error_code"] == OK for r in response["results"])
+
+    u = f"{t}scram"
+    steps = [
+        Step("alter-upsert", ALTER_USER_SCRAM_CREDENTIALS, 0, alter([], [upsert(f"{u}1")])),
+        Step("describe-one", DESCRIBE_USER_SCRAM_CREDENTIALS, 0, describe(f"{u}1"),
+             until=described),
+        Step("describe-missing", DESCRIBE_USER_SCRAM_CREDENTIALS, 0, describe(f"{u}none")),
+        Step("describe-duplicate", DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+             describe(f"{u}1", f"{u}1")),
+        Step("alter-too-few-iterations", ALTER_USER_SCRAM_CREDENTIALS, 0,
+             alter([], [upsert(f"{u}2", iterations=10)])),
+        Step("alter-too-many-iterations", ALTER_USER_SCRAM_CREDENTIALS, 0,
+             alter([], [upsert(f"{u}2", iterations=100_000)])),
+        Step("alter-unknown-mechanism", ALTER_USER_SCRAM_CREDENTIALS, 0,
+             alter([], [upsert(f"{u}3", mechanism=0)])),
+        Step("alter-delete-missing", ALTER_USER_SCRAM_CREDENTIALS, 0, alter([(f"{u}4", 1)], [])),
+        Step("alter-twice", ALTER_USER_SCRAM_CREDENTIALS, 0,
+             alter([], [upsert(f"{u}5"), upsert(f"{u}5")])),
+        Step("alter-empty-name", ALTER_USER_SCRAM_CREDENTIALS, 0, alter([], [upsert("")])),
+        Step("alter-delete", ALTER_USER_SCRAM_CREDENTIALS, 0, alter([(f"{u}1", 1)], [])),
+    ]
+    return Session("scram_users", steps)
 
 
 def _metadata(t: str) -> Session:

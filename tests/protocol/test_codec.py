@@ -72,7 +72,7 @@ def test_negative_client_id_length_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("api_key", "version"),
-    [(18, 5), (18, -1), (3, 14), (0, 2), (1, 3), (999, 0), (-1, 0), (17, 0), (27, 0)],
+    [(18, 5), (18, -1), (3, 14), (0, 2), (1, 3), (999, 0), (-1, 0), (17, 2), (27, 0)],
 )
 def test_unsupported_versions_are_distinguishable(api_key: int, version: int) -> None:
     # Only the fixed header is needed: the body is never looked at.

@@ -11,7 +11,9 @@ import logging
 import time
 from collections.abc import Callable
 
+from tidelog.broker.config import BrokerConfig, ConfigError
 from tidelog.broker.groups import service as group_service
+from tidelog.broker.listener_config import SecurityProtocol
 from tidelog.broker.replication.cluster_agent import ClusterAgent, ClusterSettings
 from tidelog.broker.replication.replica_manager import Replication
 from tidelog.broker.state import Broker
@@ -34,6 +36,23 @@ class ClusterLink:
         await asyncio.to_thread(self.agent.stop)
 
 
+def _inter_broker_endpoint(config: BrokerConfig) -> tuple[str, int]:
+    """The advertised address of inter.broker.listener.name (default: the first listener),
+    registered in ZooKeeper for replicas and for clients. Replica fetchers speak PLAINTEXT
+    only so far (docs/security.md), so that listener must be a PLAINTEXT one."""
+    name = config.inter_broker_listener_name
+    for spec in config.listeners:
+        if name is None or spec.name == name:
+            if spec.security_protocol is not SecurityProtocol.PLAINTEXT:
+                raise ConfigError(
+                    f"cluster mode: the inter-broker listener {spec.name} uses"
+                    f" {spec.security_protocol.value}; replication over TLS/SASL is not built"
+                    " yet: set inter.broker.listener.name to a PLAINTEXT listener"
+                )
+            return spec.advertised_host, spec.advertised_port
+    return config.advertised_host, config.advertised_port
+
+
 async def join_cluster(
     broker: Broker,
     settings: ClusterSettings,
@@ -43,12 +62,8 @@ async def join_cluster(
     return once the first cluster view has been applied. `use_cluster_handlers` switches the
     server's handler table to the cluster handlers."""
     config = broker.config
-    registration = BrokerRegistration(
-        config.node_id,
-        config.advertised_host,
-        config.advertised_port,
-        time.time_ns() // 1_000_000,
-    )
+    host, port = _inter_broker_endpoint(config)
+    registration = BrokerRegistration(config.node_id, host, port, time.time_ns() // 1_000_000)
     replication = Replication(broker, settings)
     broker.replication = replication
     use_cluster_handlers(replication)

@@ -14,6 +14,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tidelog.broker.listener_config import (
+    ListenerConfigError,
+    ListenerSpec,
+    SecurityProtocol,
+    build_listeners,
+    is_security_setting,
+)
 from tidelog.errors import KafkaError, TidelogError
 from tidelog.security.principal import KafkaPrincipal, PrincipalError
 from tidelog.storage.config import TOPIC_CONFIG_NAMES, LogConfig
@@ -67,6 +74,10 @@ class BrokerConfig:
     authorizer_class_name: str = ""
     super_users: frozenset[str] = frozenset()  # super.users=User:admin;User:ops
     allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
+    # Every listener, the first one first; listen_*/advertised_* above mirror the first one.
+    # Security settings stay in `raw` (read per listener: listener_config.listener_setting).
+    listeners: tuple[ListenerSpec, ...] = ()
+    inter_broker_listener_name: str | None = None  # inter.broker.listener.name (kept)
     raw: Mapping[str, str] = field(default_factory=dict)  # every Kafka-named setting given
 
     @property
@@ -166,6 +177,15 @@ def known_settings() -> list[str]:
     return sorted(names | {"log.dirs", "log.dir"})
 
 
+def advertised_endpoint(config: BrokerConfig, listener_name: str) -> tuple[str, int]:
+    """Where a client that came in on `listener_name` dials this broker (Kafka answers
+    Metadata with the endpoints of the request's listener)."""
+    for spec in config.listeners:
+        if spec.name == listener_name:
+            return spec.advertised_host, spec.advertised_port
+    return config.advertised_host, config.advertised_port
+
+
 def _toml_settings(path: Path) -> dict[str, str]:
     try:
         with path.open("rb") as stream:
@@ -231,6 +251,8 @@ def load_config(
                 topic_props[log_names[target]] = str(_parse_int(name, value) * factor)
         elif name in log_names:
             topic_props[log_names[name]] = value
+        elif is_security_setting(name):
+            pass  # read per listener from `raw` (listener_config.listener_setting)
         else:
             raise ConfigError(f"unknown setting {name!r} (known: {', '.join(known_settings())})")
     try:
@@ -244,19 +266,55 @@ def load_config(
     if node_id is not None:
         config = replace(config, node_id=node_id)
     if listen is not None:
+        if "listeners" in raw:
+            raise ConfigError("give either --listen (a PLAINTEXT listener) or listeners, not both")
         host, port = _split_host_port("--listen", listen)
         config = replace(config, listen_host=host, listen_port=port)
-    if advertise is not None:
-        host, port = _split_host_port("--advertise", advertise)
-        config = replace(config, advertised_host=host, advertised_port=port)
-    else:
-        config = replace(
-            config,
-            advertised_host=_advertisable(config.listen_host),
-            advertised_port=config.listen_port,
-        )
+    config = _with_listeners(config, raw, advertise)
     _check(config)
     return config
+
+
+def _with_listeners(config: BrokerConfig, raw: Mapping[str, str], advertise: str | None
+                    ) -> BrokerConfig:
+    """`listeners` (or the PLAINTEXT shorthand of --listen / the default) -> ListenerSpecs;
+    listen_*/advertised_* take the first listener's addresses. --advertise overrides the first
+    listener's advertised address."""
+    try:
+        if "listeners" in raw:
+            specs = list(build_listeners(
+                raw["listeners"], raw.get("advertised.listeners"),
+                raw.get("listener.security.protocol.map"), _advertisable(""),
+            ))
+        else:
+            specs = [ListenerSpec(
+                "PLAINTEXT", SecurityProtocol.PLAINTEXT, config.listen_host, config.listen_port,
+                _advertisable(config.listen_host), config.listen_port,
+            )]
+            if "advertised.listeners" in raw:
+                specs = list(build_listeners(
+                    f"PLAINTEXT://{config.listen_host}:{config.listen_port}",
+                    raw["advertised.listeners"], raw.get("listener.security.protocol.map"),
+                    _advertisable(config.listen_host),
+                ))
+    except ListenerConfigError as error:
+        raise ConfigError(str(error)) from None
+    if advertise is not None:
+        host, port = _split_host_port("--advertise", advertise)
+        specs[0] = replace(specs[0], advertised_host=host, advertised_port=port)
+    inter_broker = raw.get("inter.broker.listener.name")
+    if inter_broker is not None and inter_broker.upper() not in {s.name for s in specs}:
+        raise ConfigError(f"inter.broker.listener.name: {inter_broker} is not a listener")
+    first = specs[0]
+    return replace(
+        config,
+        listeners=tuple(specs),
+        listen_host=first.host,
+        listen_port=first.port,
+        advertised_host=first.advertised_host,
+        advertised_port=first.advertised_port,
+        inter_broker_listener_name=inter_broker.upper() if inter_broker else None,
+    )
 
 
 def _advertisable(host: str) -> str:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-from tidelog.broker.config import BrokerConfig
+from tidelog.broker.config import BrokerConfig, ConfigError, advertised_endpoint
 from tidelog.broker.groups import service as group_service
 from tidelog.broker.handlers import (
     acls,
@@ -33,6 +33,8 @@ from tidelog.broker.handlers import (
     metadata,
     produce,
     producer,
+    sasl,
+    scram_users,
     transactions,
     transactions_admin,
 )
@@ -40,14 +42,17 @@ from tidelog.broker.handlers.admin_common import AdminDeps
 from tidelog.broker.handlers.context import HandlerTable
 from tidelog.broker.handlers.groups_common import CoordinatorLocator, GroupDeps
 from tidelog.broker.internal_topics import TRANSACTION_STATE_TOPIC
+from tidelog.broker.listener_config import ListenerSpec
 from tidelog.broker.metrics.http import MetricsAddressError, start_metrics
-from tidelog.broker.net.connection import ConnectionLimits
+from tidelog.broker.net.connection import Connection, ConnectionLimits
 from tidelog.broker.net.listener import Listener
 from tidelog.broker.net.router import Router
+from tidelog.broker.net.tls import KeyStoreWatch, key_store_watch, listener_security
 from tidelog.broker.services import PartitionReplication, SingleNodeReplication
 from tidelog.broker.state import Broker
 from tidelog.broker.transactions import service as transaction_service
 from tidelog.errors import ErrorCode
+from tidelog.security.scram_credentials import CredentialCache
 
 if TYPE_CHECKING:
     from tidelog.broker.replication.cluster_agent import ClusterSettings
@@ -105,6 +110,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     table |= producer.handlers(producer.ProducerIdDeps(
         broker.producer_ids, authorizer, txn_deps if replication is None else None
     ))
+    table |= sasl.handlers()
     table |= admin.handlers(AdminDeps(config, broker.identity, topics, authorizer))
     table |= acls.handlers(acls.AclDeps(authorizer, broker.acl_store))
     locator = _coordinator_locator(broker, replication)
@@ -114,6 +120,9 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         table |= transactions_admin.handlers(
             transactions_admin.TransactionAdminDeps(topics, load_transactions)
         )
+        # Single node: users in the data directory. A cluster keeps them per broker today,
+        # so it does not serve the SCRAM admin APIs (docs/security.md).
+        table |= scram_users.handlers(scram_users.ScramUsersDeps(config.data_dir, authorizer))
     else:
         from tidelog.broker.handlers import cluster, cluster_admin
         from tidelog.broker.handlers.cluster_common import ClusterDeps
@@ -127,12 +136,16 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
 def _coordinator_locator(broker: Broker, replication: Replication | None) -> CoordinatorLocator:
     if replication is None:
         config = broker.config
-        here = (config.node_id, config.advertised_host, config.advertised_port)
-        return lambda _group_id: (ErrorCode.NONE, here)
+
+        def here(_group_id: str, listener_name: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+            host, port = advertised_endpoint(config, listener_name)
+            return ErrorCode.NONE, (config.node_id, host, port)
+
+        return here
 
     from tidelog.broker.groups.cluster import find_coordinator
 
-    def locate(group_id: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+    def locate(group_id: str, _listener_name: str) -> tuple[ErrorCode, tuple[int, str, int]]:
         creator = group_service.service(broker).creator
         return find_coordinator(broker, replication, creator, group_id)
 
@@ -146,15 +159,50 @@ class BrokerServer:
         self.broker = broker
         config = broker.config
         self.router = Router({}, broker.metrics)
-        limits = ConnectionLimits(
+        self._limits = ConnectionLimits(
             config.socket_request_max_bytes, config.max_in_flight_per_connection
         )
-        self.listener = Listener(self.router, limits, config.max_connections)
+        self._connections: set[Connection] = set()  # every listener's (max.connections)
+        self.listeners: list[Listener] = []
+        self._key_stores: list[KeyStoreWatch] = []  # TLS listeners' files, polled per tick
         self._tick_handle: asyncio.TimerHandle | None = None
 
     @property
     def connection_count(self) -> int:
-        return self.listener.connection_count
+        return len(self._connections)
+
+    async def _bind_listeners(self) -> tuple[str, int]:
+        """One Listener per `listeners` entry, bound (not yet accepting); the config then
+        carries the real ports (port 0 picks one)."""
+        config = self.broker.config
+        credentials = CredentialCache(config.data_dir)
+        bound: list[ListenerSpec] = []
+        addresses: list[tuple[str, int]] = []
+        for spec in config.listeners:
+            security, ssl_context, handshake_timeout_s = listener_security(
+                config, spec, credentials
+            )
+            listener = Listener(
+                self.router, self._limits, config.max_connections, security=security,
+                ssl_context=ssl_context, handshake_timeout_s=handshake_timeout_s,
+                connections=self._connections,
+            )
+            self.listeners.append(listener)
+            watch = key_store_watch(config, spec, ssl_context)
+            if watch is not None:
+                self._key_stores.append(watch)
+            host, port = await listener.bind(spec.host, spec.port)
+            addresses.append((host, port))
+            bound.append(replace(spec, port=port,
+                                 advertised_port=spec.advertised_port or port))
+            log.info("listener %s (%s) on %s:%d", spec.name, spec.security_protocol.value,
+                     host, port)
+        first = bound[0]
+        self.broker.config = replace(
+            config, listeners=tuple(bound), listen_port=first.port,
+            advertised_port=first.advertised_port,
+        )
+        return addresses[0]
 
     def use_cluster_handlers(self, replication: Replication) -> None:
         """Cluster mode: from the next request on, answer with the cluster handlers."""
@@ -164,16 +212,13 @@ class BrokerServer:
         """Listen; returns the bound (host, port) (the real port when asked for port 0).
         `load_groups=False` in cluster mode: the group service starts once the cluster is
         joined (its `__consumer_offsets` is replicated, not created locally)."""
-        config = self.broker.config
-        host, port = await self.listener.bind(config.listen_host, config.listen_port)
-        if config.advertised_port == 0 or config.listen_port == 0:
-            advertised_port = config.advertised_port or port
-            self.broker.config = replace(config, listen_port=port, advertised_port=advertised_port)
+        host, port = await self._bind_listeners()
         # Built once the port is known (Metadata and FindCoordinator advertise it) and the
         # metrics are attached, before the first connection is accepted.
         self.router.metrics = self.broker.metrics
         self.router.table = handler_table(self.broker)
-        await self.listener.start_serving()
+        for listener in self.listeners:
+            await listener.start_serving()
         # Load the group coordinator now (create and replay __consumer_offsets) rather than on
         # the first group request, so a restart's replay cost is paid before `ready`.
         if load_groups:
@@ -194,16 +239,20 @@ class BrokerServer:
         except OSError:
             log.exception("log maintenance failed; retrying at the next tick")
         config = self.broker.config
-        self.listener.check_idle(config.log_tick_interval_ms, config.connections_max_idle_ms)
+        for listener in self.listeners:
+            listener.check_idle(config.log_tick_interval_ms, config.connections_max_idle_ms)
+        for key_store in self._key_stores:
+            key_store.poll()
         self._schedule_tick()
 
     async def shutdown(self) -> None:
         if self._tick_handle is not None:
             self._tick_handle.cancel()
-        connections = self.listener.stop_accepting()
+        stopping = [(listener, listener.stop_accepting()) for listener in self.listeners]
         self.broker.closing = True
         self.broker.append_waiters.wake_all()
-        await self.listener.close(connections, DRAIN_TIMEOUT_S)
+        await asyncio.gather(*(listener.close(connections, DRAIN_TIMEOUT_S)
+                               for listener, connections in stopping))
         self.broker.close()
 
 
@@ -239,7 +288,7 @@ async def serve(
             broker, lambda: server.connection_count, metrics_address, required=metrics_required
         )
         host, port = await server.start(load_groups=cluster is None)
-    except (OSError, MetricsAddressError):
+    except (OSError, MetricsAddressError, ConfigError):
         broker.close()
         raise
     link = None

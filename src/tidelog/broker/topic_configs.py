@@ -165,8 +165,11 @@ def describe_topic_configs(
 
 def broker_settings(config: BrokerConfig) -> dict[str, tuple[str, ConfigType]]:
     """Broker-level name -> (value, type) for every setting the broker runs with."""
-    listener = f"PLAINTEXT://{config.listen_host}:{config.listen_port}"
-    advertised = f"PLAINTEXT://{config.advertised_host}:{config.advertised_port}"
+    listener = ",".join(f"{s.name}://{s.host}:{s.port}" for s in config.listeners) or (
+        f"PLAINTEXT://{config.listen_host}:{config.listen_port}")
+    advertised = ",".join(
+        f"{s.name}://{s.advertised_host}:{s.advertised_port}" for s in config.listeners
+    ) or f"PLAINTEXT://{config.advertised_host}:{config.advertised_port}"
     settings: dict[str, tuple[str, ConfigType]] = {
         "node.id": (str(config.node_id), ConfigType.INT),
         "broker.id": (str(config.node_id), ConfigType.INT),

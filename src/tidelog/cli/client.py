@@ -8,8 +8,10 @@ attempt; the tools instead check the address up front and fail with one line nam
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -123,3 +125,49 @@ def kafka_error_text(error: Any) -> str:
     name = error.name() if hasattr(error, "name") else ""
     text = error.str() if hasattr(error, "str") else str(error)
     return f"{name}: {text}" if name and name not in text else text
+
+
+# Kafka client property -> librdkafka's name, where they differ (the rest pass unchanged).
+_JAVA_TO_LIBRDKAFKA = {
+    "ssl.truststore.location": "ssl.ca.location",
+    "ssl.keystore.location": "ssl.certificate.location",
+    "ssl.key.password": "ssl.key.password",
+}
+# Java-only properties with no librdkafka meaning here (PEM types are librdkafka's default).
+_JAVA_ONLY = {"ssl.truststore.type", "ssl.keystore.type", "ssl.endpoint.identification.algorithm",
+              "sasl.login.callback.handler.class"}
+
+
+def command_config(path: str | None) -> dict[str, str]:
+    """`--command-config FILE`: Kafka client properties (as Kafka's tools take them) ->
+    librdkafka settings. `sasl.jaas.config`'s username and password become sasl.username and
+    sasl.password; a PEM key store file serves as both certificate and key."""
+    if path is None:
+        return {}
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as error:
+        raise ToolError(f"cannot read {path}: {error.strerror}") from None
+    properties: dict[str, str] = {}
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, separator, value = line.partition("=")
+        if not separator:
+            raise ToolError(f"{path}: {line!r} is not key=value")
+        properties[key.strip()] = value.strip()
+    config: dict[str, str] = {}
+    for key, value in properties.items():
+        if key == "sasl.jaas.config":
+            for field_name in ("username", "password"):
+                match = re.search(rf'{field_name}\s*=\s*"([^"]*)"', value)
+                if match:
+                    config[f"sasl.{field_name}"] = match.group(1)
+        elif key in _JAVA_TO_LIBRDKAFKA:
+            config[_JAVA_TO_LIBRDKAFKA[key]] = value
+            if key == "ssl.keystore.location":
+                config["ssl.key.location"] = value
+        elif key not in _JAVA_ONLY:
+            config[key] = value
+    return config

@@ -7,6 +7,7 @@ import click
 from tidelog.cli.acls import acls
 from tidelog.cli.archive import archive
 from tidelog.cli.bench import bench_group
+from tidelog.cli.certs import certs_command
 from tidelog.cli.cluster import cluster_group
 from tidelog.cli.config import config_group
 from tidelog.cli.console import console_command
@@ -17,6 +18,7 @@ from tidelog.cli.produce import produce_command
 from tidelog.cli.serve import serve
 from tidelog.cli.topics import topics
 from tidelog.cli.transactions import transactions
+from tidelog.cli.users import users_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,6 +40,8 @@ main.add_command(cluster_group)
 main.add_command(console_command)
 main.add_command(acls)
 main.add_command(transactions)
+main.add_command(users_group)
+main.add_command(certs_command)
 
 
 if __name__ == "__main__":

@@ -185,6 +185,9 @@ def serve(
     except (MetricsAddressError, AclStoreError) as error:
         click.echo(f"tidelog serve: {error}", err=True)
         sys.exit(1)
+    except ConfigError as error:  # a listener's TLS or SASL settings, read at start
+        click.echo(f"tidelog serve: {error}", err=True)
+        sys.exit(2)
     except OSError as error:
         click.echo(
             f"tidelog serve: cannot listen on {config.listen_host}:"

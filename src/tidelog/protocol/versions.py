@@ -49,6 +49,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         14: (0, 5),  # SyncGroup
         15: (0, 5),  # DescribeGroups
         16: (0, 5),  # ListGroups (v5: types filter and group type, KIP-848)
+        17: (0, 1),  # SaslHandshake (v0: bare tokens follow; v1: SaslAuthenticate)
         18: (0, 4),  # ApiVersions
         19: (2, 7),  # CreateTopics
         20: (1, 6),  # DeleteTopics
@@ -64,10 +65,13 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         30: (1, 3),  # CreateAcls (kio starts at v1)
         31: (1, 3),  # DeleteAcls (kio starts at v1)
         32: (1, 4),  # DescribeConfigs (kio starts at v1)
+        36: (0, 2),  # SaslAuthenticate (v1: session lifetime, KIP-368)
         37: (0, 3),  # CreatePartitions
         42: (0, 2),  # DeleteGroups
         44: (0, 1),  # IncrementalAlterConfigs
         47: (0, 0),  # OffsetDelete
+        50: (0, 0),  # DescribeUserScramCredentials (single node: the data directory's store)
+        51: (0, 0),  # AlterUserScramCredentials
         60: (0, 1),  # DescribeCluster
         61: (0, 0),  # DescribeProducers (single node)
         65: (0, 0),  # DescribeTransactions (single node)
@@ -115,6 +119,8 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         42: "DeleteGroups",
         44: "IncrementalAlterConfigs",
         47: "OffsetDelete",
+        50: "DescribeUserScramCredentials",
+        51: "AlterUserScramCredentials",
         60: "DescribeCluster",
         61: "DescribeProducers",
         65: "DescribeTransactions",

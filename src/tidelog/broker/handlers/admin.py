@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
+from tidelog.broker.config import advertised_endpoint
 from tidelog.broker.handlers import admin_configs
 from tidelog.broker.handlers.admin_common import (
     AdminDeps,
@@ -378,8 +379,8 @@ async def handle_describe_cluster(deps: AdminDeps, context: RequestContext, requ
     node = responses.build(
         module.DescribeClusterBroker,
         broker_id=config.node_id,
-        host=config.advertised_host,
-        port=config.advertised_port,
+        host=advertised_endpoint(config, context.listener_name)[0],
+        port=advertised_endpoint(config, context.listener_name)[1],
         rack=None,
     )
     return responses.build(

@@ -102,6 +102,11 @@ REQUIRED: dict[ApiKey, tuple[Requirement, ...]] = {
     ApiKey.CREATE_ACLS: (Requirement(Op.ALTER, Type.CLUSTER),),
     ApiKey.DELETE_ACLS: (Requirement(Op.ALTER, Type.CLUSTER),),
     ApiKey.API_VERSIONS: (),
+    # Authentication itself needs no ACL (the SASL exchange happens before any principal).
+    ApiKey.SASL_HANDSHAKE: (),
+    ApiKey.SASL_AUTHENTICATE: (),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (Requirement(Op.ALTER, Type.CLUSTER),),
 }
 
 REFUSAL: dict[ResourceType, ErrorCode] = {

@@ -17,7 +17,8 @@ from tidelog.security.authorizer import Authorizer
 
 # group id -> (error, (node id, host, port)) of its coordinator: this node on a single node,
 # the leader of the group's `__consumer_offsets` partition in a cluster.
-CoordinatorLocator = Callable[[str], tuple[ErrorCode, tuple[int, str, int]]]
+# (key, the request's listener) -> (error, (node id, host, port)) as that listener advertises
+CoordinatorLocator = Callable[[str, str], tuple[ErrorCode, tuple[int, str, int]]]
 
 
 @dataclass(frozen=True, slots=True)

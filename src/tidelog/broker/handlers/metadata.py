@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from tidelog.broker.config import BrokerConfig
+from tidelog.broker.config import BrokerConfig, advertised_endpoint
 from tidelog.broker.handlers.authorization import (
     Op,
     Type,
@@ -184,8 +184,8 @@ async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: 
     this_broker = responses.build(
         module.MetadataResponseBroker,
         node_id=config.node_id,
-        host=config.advertised_host,
-        port=config.advertised_port,
+        host=advertised_endpoint(config, context.listener_name)[0],
+        port=advertised_endpoint(config, context.listener_name)[1],
         rack=None,
     )
     return responses.build(

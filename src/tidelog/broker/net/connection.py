@@ -17,19 +17,41 @@ MAX_FETCHES_IN_FLIGHT Fetches until their responses are written (each holds open
 for sendfile: a client that never reads must not exhaust the broker's file descriptors);
 responses are written strictly in request order, Fetch record bytes by sendfile after their
 header bytes.
+
+Security (ARCHITECTURE D13): on a TLS listener asyncio's SSL transport hands us plaintext
+(the handshake is done, and bounded by ssl.handshake.timeout.ms, before `connection_made`);
+the principal is the client certificate's mapped subject (SSL) or whoever SASL authenticated
+(SASL_*, `sasl_authenticator.py`). Until SASL completes only ApiVersions, SaslHandshake and
+SaslAuthenticate are served, frames are bounded by sasl.server.max.receive.size, and anything
+else closes the connection. TLS cannot sendfile (the kernel would send plaintext): Fetch file
+slices are read and written in TLS_CHUNK_BYTES pieces, waiting while the transport's buffer
+is full.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
+import ssl
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tidelog.broker.handlers.context import RequestContext
 from tidelog.broker.net.router import Router, UnanswerableError
+from tidelog.broker.net.sasl_authenticator import (
+    Reauthentication,
+    SaslAuthenticator,
+    SaslPhase,
+    SaslStep,
+)
+from tidelog.broker.net.security import (
+    PLAINTEXT_SECURITY,
+    ListenerSecurity,
+    certificate_principal,
+)
 from tidelog.errors import ProtocolDecodeError
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.codec import RequestHeader, decode_request, encode_response, parse_header
@@ -41,9 +63,12 @@ from tidelog.protocol.wire import (
     decode_produce_request,
     decode_request_header,
 )
+from tidelog.security.principal import ANONYMOUS, KafkaPrincipal
+from tidelog.security.ssl_principal import PrincipalMappingError
 
 MAX_FETCHES_IN_FLIGHT = 4  # consumers and followers keep one Fetch in flight per broker
 MIN_FRAME_BYTES = 8  # api_key, api_version, correlation_id
+TLS_CHUNK_BYTES = 256 * 1024  # Fetch file bytes read per TLS write (no sendfile over TLS)
 log = logging.getLogger("tidelog.broker.connection")
 
 
@@ -51,6 +76,13 @@ log = logging.getLogger("tidelog.broker.connection")
 class ConnectionLimits:
     max_frame_bytes: int  # socket.request.max.bytes
     max_in_flight: int  # max.in.flight.requests.per.connection
+
+
+@dataclass(frozen=True, slots=True)
+class _FinalAnswer:
+    """Send `frame` (maybe empty), then close: the answer to a failed authentication."""
+
+    frame: bytes
 
 
 class ConnectionRegistry(Protocol):
@@ -63,13 +95,25 @@ class ConnectionRegistry(Protocol):
 
 class Connection(asyncio.BufferedProtocol):
     def __init__(
-        self, router: Router, registry: ConnectionRegistry, limits: ConnectionLimits
+        self,
+        router: Router,
+        registry: ConnectionRegistry,
+        limits: ConnectionLimits,
+        security: ListenerSecurity = PLAINTEXT_SECURITY,
     ) -> None:
         self._router = router
+        self._security = security
+        self._max_frame_bytes = limits.max_frame_bytes
+        self._principal: KafkaPrincipal = ANONYMOUS
+        self._sasl: SaslAuthenticator | None = None
+        self._session_expires_at: float | None = None  # KIP-368, loop.time() seconds
+        self._writable = asyncio.Event()
+        self._writable.set()
         self._registry = registry
         self._max_in_flight = limits.max_in_flight
         self._frames = FrameReceiver(limits.max_frame_bytes, min_frame_bytes=MIN_FRAME_BYTES)
-        self._pending: deque[tuple[RequestHeader, asyncio.Task[Any]]] = deque()
+        # Tasks of dispatched requests; plain futures for answers the connection makes itself
+        self._pending: deque[tuple[RequestHeader, asyncio.Future[Any]]] = deque()
         self._fetches_pending = 0  # Fetches whose responses are not yet written
         self._read_blockers: set[str] = set()
         self._writer_task: asyncio.Task[None] | None = None
@@ -94,9 +138,30 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("max.connections reached: refusing %s:%d", *self._peer)
             self._closed = True
             transport.abort()
+            return
+        security = self._security
+        if security.sasl is not None:
+            self._sasl = SaslAuthenticator(security.sasl, f"{self._peer[0]}:{self._peer[1]}")
+            self._frames.max_frame_bytes = min(
+                self._max_frame_bytes, security.sasl_max_receive_bytes
+            )
+        elif security.tls:
+            self._principal_from_certificate(transport.get_extra_info("ssl_object"))
+
+    def _principal_from_certificate(self, ssl_object: ssl.SSLObject | None) -> None:
+        try:
+            principal = certificate_principal(ssl_object, self._security.principal_rules)
+        except PrincipalMappingError as error:
+            log.warning("closing %s:%d: %s", *self._peer, error)
+            self.close()
+            return
+        if principal is not None:
+            self._principal = principal.kafka
+            log.info("%s:%d: TLS client %s is %s", *self._peer, principal.dn, principal.kafka)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self._writable.set()  # a buffered TLS fetch write stops waiting
         self._registry.unregister(self)
         for _, task in self._pending:
             task.cancel()
@@ -112,9 +177,11 @@ class Connection(asyncio.BufferedProtocol):
         self._parse_frames()
 
     def pause_writing(self) -> None:
+        self._writable.clear()
         self._block_reading("writing")
 
     def resume_writing(self) -> None:
+        self._writable.set()
         self._unblock_reading("writing")
 
     # --- framing -------------------------------------------------------------------------
@@ -140,6 +207,11 @@ class Connection(asyncio.BufferedProtocol):
             self._submit(frame)
 
     def _submit(self, frame: bytearray) -> None:
+        if self._sasl is not None and not self._sasl.complete:
+            self._submit_unauthenticated(self._sasl, frame)
+            return
+        if self._session_expires_at is not None and self._reauthenticate_or_close(frame):
+            return
         try:
             api_key, api_version, correlation_id = parse_header(memoryview(frame))
             if not self._router.is_supported(api_key, api_version):
@@ -156,7 +228,9 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("closing %s:%d: %s", *self._peer, error)
             self.close()
             return
-        context = RequestContext(header, self._peer[0], self._peer[1])
+        context = RequestContext(
+            header, self._peer[0], self._peer[1], self._principal, self._security.listener_name
+        )
         task = asyncio.get_running_loop().create_task(self._router.dispatch(context, body))
         self._pending.append((header, task))
         task.add_done_callback(self._on_done)
@@ -166,6 +240,99 @@ class Connection(asyncio.BufferedProtocol):
             self._fetches_pending += 1
             if self._fetches_pending >= MAX_FETCHES_IN_FLIGHT:
                 self._block_reading("fetches")
+
+    # --- SASL, before authentication ------------------------------------------------------
+    def _submit_unauthenticated(self, sasl: SaslAuthenticator, frame: bytearray) -> None:
+        if sasl.phase is SaslPhase.RAW_TOKEN:
+            header = RequestHeader(ApiKey.SASL_AUTHENTICATE, 0, -1, None, False)
+            self._answer_sasl(sasl, header, sasl.raw_token(bytes(frame)))
+            return
+        try:
+            api_key, api_version, correlation_id = parse_header(memoryview(frame))
+            if not sasl.allows(api_key):
+                log.warning(
+                    "closing %s:%d: api %d before SASL authentication (%s)",
+                    *self._peer, api_key, sasl.phase.value,
+                )
+                self.close()
+                return
+            if not self._router.is_supported(api_key, api_version):
+                self._unsupported(api_key, api_version, correlation_id)
+                return
+            request = decode_request(bytes(frame))
+        except ProtocolDecodeError as error:
+            log.warning("closing %s:%d: %s", *self._peer, error)
+            self.close()
+            return
+        header = request.header
+        if api_key == ApiKey.API_VERSIONS:
+            context = RequestContext(
+                header, self._peer[0], self._peer[1], ANONYMOUS, self._security.listener_name
+            )
+            task = asyncio.get_running_loop().create_task(
+                self._router.dispatch(context, request.body)
+            )
+            self._pending.append((header, task))
+            task.add_done_callback(self._on_done)
+            return
+        if api_key == ApiKey.SASL_HANDSHAKE:
+            step = sasl.handshake(header, request.body)
+        else:
+            step = sasl.authenticate(header, request.body)
+        self._answer_sasl(sasl, header, step)
+
+    def _reauthenticate_or_close(self, frame: bytearray) -> bool:
+        """KIP-368 on a session with a lifetime: a SaslHandshake starts re-authentication
+        (True: handled); any other request after the lifetime closes the connection."""
+        assert self._sasl is not None and self._session_expires_at is not None
+        try:
+            api_key, _, _ = parse_header(memoryview(frame))
+        except ProtocolDecodeError:
+            return False  # _submit closes it
+        if api_key == ApiKey.SASL_HANDSHAKE:
+            previous = self._sasl
+            self._sasl = SaslAuthenticator(
+                previous.settings, f"{self._peer[0]}:{self._peer[1]}",
+                Reauthentication(self._principal, previous.mechanism),
+            )
+            self._submit_unauthenticated(self._sasl, frame)
+            return True
+        if asyncio.get_running_loop().time() >= self._session_expires_at:
+            log.info("closing %s:%d: SASL session expired (connections.max.reauth.ms)",
+                     *self._peer)
+            self.close()
+            return True
+        return False
+
+    def _answer_sasl(self, sasl: SaslAuthenticator, header: RequestHeader, step: SaslStep
+                     ) -> None:
+        if step.close:
+            self.close()
+            return
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        frame = step.raw if step.raw is not None else (
+            encode_response(header, step.response) if step.response is not None else b""
+        )
+        self._pending.append((header, done))
+        done.add_done_callback(self._on_done)
+        if step.fail:
+            # Kafka's connection.failed.authentication.delay.ms: read nothing more, answer
+            # late, then close (slows down password guessing without holding a thread).
+            self._block_reading("authentication_failed")
+            delay_s = sasl.failed_authentication_delay_ms / 1000
+            loop.call_later(delay_s, _resolve, done, _FinalAnswer(frame))
+            return
+        done.set_result(Outgoing((frame,), len(frame)))
+        if sasl.phase is SaslPhase.RAW_TOKEN:
+            self._frames.min_frame_bytes = 0  # a bare PLAIN token may be this short
+        elif sasl.complete:
+            self._principal = sasl.principal or ANONYMOUS
+            self._frames.max_frame_bytes = self._max_frame_bytes
+            self._frames.min_frame_bytes = MIN_FRAME_BYTES
+            max_reauth_ms = sasl.settings.max_reauth_ms
+            if max_reauth_ms > 0:
+                self._session_expires_at = loop.time() + max_reauth_ms / 1000
 
     def _unsupported(self, api_key: int, api_version: int, correlation_id: int) -> None:
         if api_key == ApiKey.API_VERSIONS:
@@ -177,7 +344,7 @@ class Connection(asyncio.BufferedProtocol):
             frame = encode_unsupported_api_versions(correlation_id, versions)
             done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             done.set_result(Outgoing((frame,), len(frame)))
-            self._pending.append((header, done))  # type: ignore[arg-type]
+            self._pending.append((header, done))
             self._on_done(done)
             return
         log.warning("closing %s:%d: unsupported api %d v%d", *self._peer, api_key, api_version)
@@ -204,6 +371,12 @@ class Connection(asyncio.BufferedProtocol):
                 self.close()
                 return
             self._pending.popleft()
+            if isinstance(result, _FinalAnswer):
+                assert self._transport is not None
+                if result.frame:
+                    self._transport.write(result.frame)
+                self.close()
+                return
             if header.api_key == ApiKey.FETCH:
                 self._fetches_pending -= 1
             if isinstance(result, Outgoing) and len(result.parts) > 1:
@@ -232,6 +405,9 @@ class Connection(asyncio.BufferedProtocol):
                     break
                 if isinstance(part, bytes):
                     self._transport.write(part)
+                elif self._security.tls:
+                    await self._write_file_buffered(part)
+                    part.file.close()
                 else:
                     await loop.sendfile(self._transport, part.file, part.position, part.length)
                     part.file.close()
@@ -244,6 +420,22 @@ class Connection(asyncio.BufferedProtocol):
         if not self._closed:
             self._apply_reading()
             self._write_ready()
+
+    async def _write_file_buffered(self, part: SendSlice) -> None:
+        """TLS: file bytes through the transport (encrypted by it), a chunk at a time, never
+        more than the write buffer's high-water mark ahead of the client. The reads are
+        blocking pread calls on the loop; segment data a consumer fetches is normally in the
+        page cache."""
+        assert self._transport is not None
+        position, remaining = part.position, part.length
+        while remaining > 0 and not self._closed:
+            chunk = os.pread(part.file.fileno(), min(remaining, TLS_CHUNK_BYTES), position)
+            if not chunk:
+                raise OSError(f"segment ended {remaining} bytes before its fetched slice")
+            self._transport.write(chunk)
+            position += len(chunk)
+            remaining -= len(chunk)
+            await self._writable.wait()
 
     # --- flow control --------------------------------------------------------------------
     def _block_reading(self, reason: str) -> None:
@@ -301,6 +493,11 @@ class Connection(asyncio.BufferedProtocol):
             self._write_ready()
             if self._writer_task is None:
                 return
+
+
+def _resolve(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
 
 
 def _close_parts(parts: tuple[bytes | SendSlice, ...]) -> None:
