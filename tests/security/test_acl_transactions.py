@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
+from confluent_kafka.admin import AclBinding, AclOperation, ResourceType
 
 from broker.raw import RawClient
 from conftest import BrokerFactory, BrokerProcess
