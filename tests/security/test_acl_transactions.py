@@ -7,12 +7,14 @@ whose broker is restarted with each ACL file instead."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AclBinding, AclOperation, ResourceType
 
+import kafka_peer
 from broker.raw import RawClient
 from conftest import BrokerFactory, BrokerProcess
 
@@ -183,3 +185,55 @@ def test_write_txn_markers_needs_alter_or_cluster_action(
         answers.append(txn_clients.write_txn_markers_raw(broker.bootstrap, OPEN, 4242))
         assert broker.stop() == 0
     assert answers == ["CLUSTER_AUTHORIZATION_FAILED", "", ""]
+
+
+def test_kafka_transactions_tool_sees_and_aborts_only_what_it_may(
+    secured: BrokerProcess,
+) -> None:
+    """Kafka's own `kafka-transactions.sh` (its Java Admin client) with ACLs: `list` shows the
+    ids the caller may DESCRIBE, `describe` of another is refused (at FindCoordinator),
+    `abort` of a hanging transaction needs READ on the topic (DescribeProducers) and then
+    writes the marker (WriteTxnMarkers: ALTER on the cluster, held here by ADMIN_ACL), ending
+    only that one."""
+    bootstrap = secured.bootstrap
+    shown, hidden = clients.unique("tool-shown"), clients.unique("tool-hidden")
+    clients.set_acls(bootstrap, [
+        acl(RT.TRANSACTIONAL_ID, "*", Op.WRITE), acl(RT.TOPIC, SHUT, Op.WRITE),
+        acl(RT.TOPIC, SHUT, Op.READ),
+    ])
+    pids: list[int] = []
+    with RawClient(bootstrap) as client:
+        for txn_id in (shown, hidden):
+            answer = txn_clients.init_producer_id_raw(client, txn_id)
+            pid, epoch = answer.producer_id, answer.producer_epoch
+            assert txn_clients.add_partitions_raw(client, txn_id, pid, epoch, {SHUT: [0]}) == {
+                (SHUT, 0): ""}
+            assert txn_clients.produce_txn_raw(client, txn_id, SHUT, pid, epoch, 0) == ""
+            pids.append(pid)
+    before = txn_clients.open_transactions_raw(bootstrap, SHUT)
+    starts = [before[pid] for pid in pids]
+
+    def tool(*args: str) -> subprocess.CompletedProcess[str]:
+        return kafka_peer.run_tool(
+            "kafka-transactions", "--bootstrap-server", bootstrap, *args, check=False
+        )
+
+    clients.set_acls(bootstrap, [txn_acl(Op.DESCRIBE, shown), acl(RT.TOPIC, SHUT, Op.DESCRIBE)])
+    listed = tool("list")
+    assert listed.returncode == 0, listed.stderr
+    assert shown in listed.stdout and hidden not in listed.stdout
+    refused = tool("describe", "--transactional-id", hidden)
+    assert refused.returncode != 0
+    # The Admin client looks up the id's coordinator first: FindCoordinator is refused.
+    assert "FindCoordinator" in refused.stderr and "authorization failure" in refused.stderr
+    abort = ("abort", "--topic", SHUT, "--partition", "0", "--start-offset", str(starts[1]))
+    no_read = tool(*abort)
+    assert no_read.returncode != 0
+    assert "TopicAuthorization" in no_read.stdout + no_read.stderr
+
+    clients.set_acls(bootstrap, [txn_acl(Op.DESCRIBE, shown), acl(RT.TOPIC, SHUT, Op.READ)])
+    aborted = tool(*abort)
+    assert aborted.returncode == 0, aborted.stdout + aborted.stderr
+    after = txn_clients.open_transactions_raw(bootstrap, SHUT)
+    assert after.get(pids[1], -1) == -1  # its transaction ended by the ABORT marker
+    assert after[pids[0]] == starts[0]  # the other one still open

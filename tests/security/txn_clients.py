@@ -231,3 +231,16 @@ def write_txn_markers_raw(bootstrap: str, topic: str, producer_id: int) -> str:
             ),),
         ))
     return code_name(answer.markers[0].topics[0].partitions[0].error_code)
+
+
+def open_transactions_raw(bootstrap: str, topic: str) -> dict[int, int]:
+    """DescribeProducers v0 of partition 0: producer id -> its open transaction's first
+    offset (-1: none)."""
+    module = request_module(ApiKey.DESCRIBE_PRODUCERS, 0)
+    with RawClient(bootstrap) as client:
+        answer = client.call(ApiKey.DESCRIBE_PRODUCERS, 0, module.DescribeProducersRequest(
+            topics=(module.TopicRequest(name=topic, partition_indexes=(0,)),),
+        ))
+    partition = answer.topics[0].partitions[0]
+    assert code_name(partition.error_code) == ""
+    return {p.producer_id: p.current_txn_start_offset for p in partition.active_producers}
