@@ -1809,6 +1809,9 @@ def _transactions(t: str) -> Session:
                  add(data, [0], pid_delta=1)),
             Step("add-partitions-v3-unknown-topic", ADD_PARTITIONS_TO_TXN, 3,
                  add(f"{t}txn-nope", [0])),
+            # Kafka never authorizes an internal topic here: TOPIC_AUTHORIZATION_FAILED.
+            Step("add-partitions-v3-internal-topic", ADD_PARTITIONS_TO_TXN, 3,
+                 add("__consumer_offsets", [0])),
             Step("end-txn-v3-nothing-to-commit", END_TXN, 3, end(True)),
             Step("add-partitions-v3", ADD_PARTITIONS_TO_TXN, 3, add(data, [0])),
             Step("add-partitions-v3-again", ADD_PARTITIONS_TO_TXN, 3, add(data, [0])),

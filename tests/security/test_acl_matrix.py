@@ -19,11 +19,12 @@ from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType,
 
 from conftest import BrokerFactory, BrokerProcess
 
-from . import clients
+from . import clients, txn_clients
 from .clients import acl
 
 TOPIC, DOOMED, GROUP = "matrix-topic", "matrix-doomed", "matrix-group"
 DOOMED_GROUP, OFFSETS_GROUP = "matrix-doomed-group", "matrix-offsets-group"
+TXN, TXN_GROUP = "matrix-tx", "matrix-tx-group"  # TXN: a committed transaction (setup)
 Op, RT = AclOperation, ResourceType
 PREFIXED = ResourcePatternType.PREFIXED
 
@@ -34,6 +35,18 @@ def topic_acl(operation: AclOperation, name: str = TOPIC) -> AclBinding:
 
 def group_acl(operation: AclOperation, name: str = GROUP) -> AclBinding:
     return acl(RT.GROUP, name, operation)
+
+
+def txn_acl(operation: AclOperation, name: str = TXN) -> AclBinding:
+    return acl(RT.TRANSACTIONAL_ID, name, operation)
+
+
+# Transactional client rows use a fresh id per phase ("mtx-..."), granted by prefix.
+def fresh_txn_acl(operation: AclOperation) -> AclBinding:
+    return acl(RT.TRANSACTIONAL_ID, "mtx-", operation, pattern=PREFIXED)
+
+
+CLUSTER_ACTION = acl(RT.BROKER, "kafka-cluster", Op.CLUSTER_ACTION)
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +64,14 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
             acl(RT.BROKER, "kafka-cluster", Op.CREATE),
             topic_acl(Op.WRITE), topic_acl(Op.READ), group_acl(Op.READ),
             group_acl(Op.READ, DOOMED_GROUP), group_acl(Op.READ, OFFSETS_GROUP),
+            txn_acl(Op.WRITE),
         ])
         assert clients.create_topic(bootstrap, TOPIC) == ""
         assert clients.create_topic(bootstrap, DOOMED) == ""
         assert clients.produce(bootstrap, TOPIC) == ""
         for group in (GROUP, DOOMED_GROUP, OFFSETS_GROUP):
             assert clients.commit_offset(bootstrap, TOPIC, group) == ""
+        assert txn_clients.produce_in_transaction(bootstrap, TXN, TOPIC) == ""
         yield broker
     finally:
         bad = factory.stop_all()
@@ -178,6 +193,44 @@ ROWS = [
         [acl(RT.TRANSACTIONAL_ID, "tx-matrix", Op.DESCRIBE)], "",
         [acl(RT.TRANSACTIONAL_ID, "tx-matrix", Op.DESCRIBE)],
         no_acl_answer="TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    # Transactions (KafkaApis): WRITE on the transactional id first, then what each API touches.
+    # Its own id: a fresh epoch leaves TXN Empty, whose start time (-1) kio cannot decode.
+    Row("InitProducerId (transactional)",
+        lambda b: txn_clients.init_transactional_raw(b, "matrix-init"),
+        [txn_acl(Op.DESCRIBE, "matrix-init")], "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        [txn_acl(Op.WRITE, "matrix-init")],
+        no_acl_answer="TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    # init_transactions: FindCoordinator (DESCRIBE on the id), then InitProducerId (WRITE).
+    Row("transactional Producer (FindCoordinator, InitProducerId)",
+        lambda b: txn_clients.init_transactions(b, clients.unique("mtx")),
+        [fresh_txn_acl(Op.DESCRIBE)], "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        [fresh_txn_acl(Op.WRITE)], no_acl_answer="TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    Row("transactional Producer (AddPartitionsToTxn, Produce, EndTxn)",
+        lambda b: txn_clients.produce_in_transaction(b, clients.unique("mtx"), TOPIC),
+        [topic_acl(Op.DESCRIBE)], "TOPIC_AUTHORIZATION_FAILED", [topic_acl(Op.WRITE)],
+        base=(fresh_txn_acl(Op.WRITE),)),
+    # send_offsets_to_transaction: AddOffsetsToTxn (READ on the group), then TxnOffsetCommit
+    # (READ on the group and each topic).
+    Row("transactional offsets (AddOffsetsToTxn)",
+        lambda b: txn_clients.send_offsets_in_transaction(
+            b, clients.unique("mtx"), TOPIC, TXN_GROUP),
+        [group_acl(Op.DESCRIBE, TXN_GROUP)], "GROUP_AUTHORIZATION_FAILED",
+        [group_acl(Op.READ, TXN_GROUP)], no_acl_answer="GROUP_AUTHORIZATION_FAILED",
+        base=(fresh_txn_acl(Op.WRITE), topic_acl(Op.READ))),
+    Row("transactional offsets (TxnOffsetCommit topic)",
+        lambda b: txn_clients.send_offsets_in_transaction(
+            b, clients.unique("mtx"), TOPIC, TXN_GROUP),
+        [topic_acl(Op.DESCRIBE)], "TOPIC_AUTHORIZATION_FAILED", [topic_acl(Op.READ)],
+        base=(fresh_txn_acl(Op.WRITE), group_acl(Op.READ, TXN_GROUP))),
+    Row("AddPartitionsToTxn v4 (brokers)",
+        lambda b: txn_clients.add_partitions_v4_raw(b, TXN, TOPIC),
+        [acl(RT.BROKER, "kafka-cluster", Op.DESCRIBE)], "CLUSTER_AUTHORIZATION_FAILED",
+        [CLUSTER_ACTION], no_acl_answer="CLUSTER_AUTHORIZATION_FAILED"),
+    Row("DescribeTransactions", lambda b: txn_clients.describe_transaction_raw(b, TXN),
+        [txn_acl(Op.DESCRIBE)], "", [txn_acl(Op.DESCRIBE)],
+        no_acl_answer="TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    Row("DescribeProducers", lambda b: txn_clients.describe_producers_raw(b, TOPIC),
+        [topic_acl(Op.DESCRIBE)], "TOPIC_AUTHORIZATION_FAILED", [topic_acl(Op.READ)]),
     Row("DescribeCluster", clients.describe_cluster,
         [], "", [], no_acl_answer="CLUSTER_AUTHORIZATION_FAILED",
         no_acl=(acl(RT.BROKER, "kafka-cluster", Op.DESCRIBE, allow=False),)),

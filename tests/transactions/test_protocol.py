@@ -296,3 +296,29 @@ def test_idle_transactional_id_expires_and_stays_expired(broker_factory: BrokerF
         assert not known(client)  # the tombstone replays
         second = init(client, "raw-x")
         assert second.producer_id != first.producer_id and second.producer_epoch == 0
+
+
+def test_add_partitions_never_adds_an_internal_topic(broker_factory: BrokerFactory) -> None:
+    """Kafka leaves internal topics out of the names AddPartitionsToTxn v0-3 authorizes, with
+    or without an authorizer: they answer TOPIC_AUTHORIZATION_FAILED and the rest
+    OPERATION_NOT_ATTEMPTED (offsets join a transaction through AddOffsetsToTxn only)."""
+    broker = broker_factory()
+    create_topic(broker.bootstrap, "raw-internal")
+    with RawClient(broker.bootstrap) as client:
+        answer = init(client, "raw-internal")
+        pid, epoch = answer.producer_id, answer.producer_epoch
+        assert add_partitions(client, "raw-internal", pid, epoch, "__transaction_state", [0]) == [
+            ("__transaction_state", 0, KioErrorCode.topic_authorization_failed)]
+        module = request_module(ApiKey.ADD_PARTITIONS_TO_TXN, 3)
+        mixed = client.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, module.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="raw-internal", v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch, v3_and_below_topics=(
+                module.AddPartitionsToTxnTopic(name="raw-internal", partitions=(0,)),
+                module.AddPartitionsToTxnTopic(name="__consumer_offsets", partitions=(0,)),
+            ),
+        ))
+        assert sorted(
+            (topic.name, p.partition_error_code)
+            for topic in mixed.results_by_topic_v3_and_below for p in topic.results_by_partition
+        ) == [("__consumer_offsets", KioErrorCode.topic_authorization_failed),
+              ("raw-internal", KioErrorCode.operation_not_attempted)]

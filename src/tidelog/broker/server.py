@@ -76,7 +76,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     load_transactions = partial(transaction_service.service, broker)
     load_groups = partial(group_service.service, broker)
     txn_deps = transactions.TransactionDeps(
-        topics, load_transactions, load_groups, broker.producer_ids.allocate
+        topics, load_transactions, load_groups, broker.producer_ids.allocate, authorizer
     )
     table: HandlerTable = {}
     table |= api_versions.handlers(table)  # reads the finished table per request
@@ -118,7 +118,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     if replication is None:
         table |= transactions.handlers(txn_deps)
         table |= transactions_admin.handlers(
-            transactions_admin.TransactionAdminDeps(topics, load_transactions)
+            transactions_admin.TransactionAdminDeps(topics, load_transactions, authorizer)
         )
         # Single node: users in the data directory. A cluster keeps them per broker today,
         # so it does not serve the SCRAM admin APIs (docs/security.md).

@@ -97,6 +97,36 @@ REQUIRED: dict[ApiKey, tuple[Requirement, ...]] = {
         Requirement(Op.WRITE, Type.TRANSACTIONAL_ID),
         Requirement(Op.IDEMPOTENT_WRITE, Type.CLUSTER),
     ),
+    # Transactions (KafkaApis): WRITE on the transactional id, then per API what it touches.
+    # v4+ is the brokers' batched form: CLUSTER_ACTION instead of the per-id and topic checks.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (
+        Requirement(Op.WRITE, Type.TRANSACTIONAL_ID),
+        Requirement(Op.WRITE, Type.TOPIC),
+        Requirement(Op.CLUSTER_ACTION, Type.CLUSTER),
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: (
+        Requirement(Op.WRITE, Type.TRANSACTIONAL_ID),
+        Requirement(Op.READ, Type.GROUP),
+    ),
+    ApiKey.END_TXN: (Requirement(Op.WRITE, Type.TRANSACTIONAL_ID),),
+    ApiKey.TXN_OFFSET_COMMIT: (
+        Requirement(Op.WRITE, Type.TRANSACTIONAL_ID),
+        Requirement(Op.READ, Type.GROUP),
+        Requirement(Op.READ, Type.TOPIC),
+    ),
+    # ALTER on the cluster (the admin client's abortTransaction, KIP-664), else CLUSTER_ACTION.
+    ApiKey.WRITE_TXN_MARKERS: (
+        Requirement(Op.ALTER, Type.CLUSTER),
+        Requirement(Op.CLUSTER_ACTION, Type.CLUSTER),
+    ),
+    # DESCRIBE per id; partitions of topics the caller may not DESCRIBE are left out.
+    ApiKey.DESCRIBE_TRANSACTIONS: (
+        Requirement(Op.DESCRIBE, Type.TRANSACTIONAL_ID),
+        Requirement(Op.DESCRIBE, Type.TOPIC),
+    ),
+    # Ids the caller may not DESCRIBE are left out.
+    ApiKey.LIST_TRANSACTIONS: (Requirement(Op.DESCRIBE, Type.TRANSACTIONAL_ID),),
+    ApiKey.DESCRIBE_PRODUCERS: (Requirement(Op.READ, Type.TOPIC),),
     ApiKey.DESCRIBE_CLUSTER: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
     ApiKey.DESCRIBE_ACLS: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
     ApiKey.CREATE_ACLS: (Requirement(Op.ALTER, Type.CLUSTER),),

@@ -27,7 +27,7 @@ from typing import Any
 
 from tidelog.broker import clock
 from tidelog.broker.delayed import AppendWaiters
-from tidelog.broker.handlers.authorization import Op, Type, allowed_names
+from tidelog.broker.handlers.authorization import Op, Type, allowed, allowed_names
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.services import Metrics, PartitionReplication
@@ -149,6 +149,17 @@ async def handle_produce(
         # Without a transaction coordinator (cluster mode) transactions are refused; Kafka
         # answers a transactional batch without a transactional id the same way, before it
         # looks at acks.
+        request_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif (
+        deps.authorizer is not None
+        and request.transactional_id is not None
+        and _has_transactional_records(request)
+        and not allowed(
+            deps.authorizer, context, Op.WRITE, Type.TRANSACTIONAL_ID, request.transactional_id
+        )
+    ):
+        # Transactional batches need WRITE on their transactional id too, decided before
+        # anything else (KafkaApis.handleProduceRequest): every partition gets the refusal.
         request_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif request.acks not in (0, 1, -1):
         request_error = ErrorCode.INVALID_REQUIRED_ACKS

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from tidelog.broker.handlers.authorization import Op, Type, cluster_allowed
+from tidelog.broker.handlers.authorization import Op, Type, allowed, cluster_allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.handlers.transactions import TransactionDeps, init_transactional
 from tidelog.broker.producer_ids import ProducerIdAllocator
@@ -35,23 +35,26 @@ async def handle_init_producer_id(
 ) -> Any:
     cls = responses.response_class(ApiKey.INIT_PRODUCER_ID, context.header.api_version)
     authorizer = deps.authorizer
-    if (
-        authorizer is not None
-        and request.transactional_id is None
-        and not cluster_allowed(authorizer, context, Op.IDEMPOTENT_WRITE)
-        and not authorizer.authorize_by_resource_type(
-            context.principal, context.client_host, Op.WRITE, Type.TOPIC
-        )
-    ):
-        # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
-        # (KIP-679). A transactional one would need WRITE on its id, but it is refused below.
-        return responses.build(
-            cls,
-            throttle_time=0,
-            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+    if authorizer is not None:
+        # Kafka's order: a transactional producer needs WRITE on its id (checked before the
+        # empty id is refused); an idempotent one IDEMPOTENT_WRITE on the cluster or WRITE on
+        # some topic (KIP-679).
+        if request.transactional_id is not None:
+            refused = not allowed(
+                authorizer, context, Op.WRITE, Type.TRANSACTIONAL_ID, request.transactional_id
+            )
+            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        else:
+            refused = not cluster_allowed(
+                authorizer, context, Op.IDEMPOTENT_WRITE
+            ) and not authorizer.authorize_by_resource_type(
+                context.principal, context.client_host, Op.WRITE, Type.TOPIC
+            )
+            error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if refused:
+            return responses.build(
+                cls, throttle_time=0, error_code=error, producer_id=-1, producer_epoch=-1,
+            )
     if request.transactional_id is not None:
         # An empty transactional id is INVALID_REQUEST first, as Kafka's
         # TransactionCoordinator.handleInitProducerId says.

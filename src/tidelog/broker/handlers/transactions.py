@@ -6,6 +6,11 @@ Kafka version rules: PRODUCER_FENCED exists for InitProducerId v4+, AddPartition
 AddOffsetsToTxn v2+, EndTxn v2+ and TxnOffsetCommit v3+ (KIP-588); older versions get
 INVALID_PRODUCER_EPOCH. AddPartitionsToTxn v4-5 is the broker-to-coordinator batched form whose
 `verify_only` asks whether partitions are already in the transaction (KIP-890 part 1).
+
+ACLs (handlers/authorization.py, KafkaApis): WRITE on the transactional id for every client API;
+AddPartitionsToTxn v0-3 WRITE on each topic (internal topics always refused), v4+ CLUSTER_ACTION
+(only brokers send it); AddOffsetsToTxn and TxnOffsetCommit READ on the group, TxnOffsetCommit
+READ on each topic; WriteTxnMarkers ALTER or CLUSTER_ACTION on the cluster.
 """
 
 from __future__ import annotations
@@ -16,8 +21,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker.handlers.authorization import (
+    Op,
+    Type,
+    allowed,
+    allowed_names,
+    cluster_allowed,
+)
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
-from tidelog.broker.internal_topics import OFFSETS_TOPIC
+from tidelog.broker.internal_topics import INTERNAL_TOPICS, OFFSETS_TOPIC
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.broker.transactions.markers import write_markers
 from tidelog.coordinator.messages import CommitPartition, OffsetCommitRequest
@@ -25,6 +37,7 @@ from tidelog.coordinator.transactions import InitProducerIdResponse
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.security.authorizer import Authorizer
 
 if TYPE_CHECKING:
     from tidelog.broker.groups.service import GroupService
@@ -37,6 +50,7 @@ class TransactionDeps:
     transactions: Callable[[], TransactionService]  # started on first use
     groups: Callable[[], GroupService]
     allocate_producer_id: Callable[[], int]
+    authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
 
 
 _FENCED_FROM = {
@@ -129,14 +143,34 @@ def _topic_results(module: Any, outcomes: dict[tuple[str, int], ErrorCode]) -> t
     )
 
 
+def _refused_topics(deps: TransactionDeps, context: RequestContext, topics: Any) -> set[str]:
+    """AddPartitionsToTxn v0-3: topics this client may not WRITE, internal ones included
+    (Kafka leaves them out of the names it authorizes, so they are always refused)."""
+    names = {topic.name for topic in topics}
+    internal = names & INTERNAL_TOPICS
+    if deps.authorizer is None:
+        return internal
+    return names - allowed_names(
+        deps.authorizer, context, Op.WRITE, Type.TOPIC, names - internal
+    )
+
+
 async def _add_one(
     deps: TransactionDeps, version: int, txn_id: str, producer_id: int, producer_epoch: int,
-    topics: Any, verify_only: bool,
+    topics: Any, verify_only: bool, refused: set[str],
 ) -> dict[tuple[str, int], ErrorCode]:
+    outcomes: dict[tuple[str, int], ErrorCode] = {}
+    if refused:
+        outcomes = {
+            (topic.name, int(partition)): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            for topic in topics if topic.name in refused
+            for partition in topic.partitions
+        }
+        topics = [topic for topic in topics if topic.name not in refused]
     known, unknown = _split_known(deps, topics)
-    if unknown:
-        # Kafka: unknown partitions fail, the others are not attempted.
-        outcomes = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if outcomes or unknown:
+        # Kafka: refused and unknown partitions fail, the others are not attempted.
+        outcomes.update(dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         outcomes.update(dict.fromkeys(known, ErrorCode.OPERATION_NOT_ATTEMPTED))
         return outcomes
     outcomes = await _add(deps, txn_id, producer_id, producer_epoch, known, verify_only)
@@ -151,19 +185,35 @@ async def handle_add_partitions_to_txn(
 ) -> Any:
     version = context.header.api_version
     module = responses.response_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
+    authorizer = deps.authorizer
     if version <= 3:
-        outcomes = await _add_one(
-            deps, version, request.v3_and_below_transactional_id,
-            request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
-            request.v3_and_below_topics, verify_only=False,
-        )
+        txn_id = request.v3_and_below_transactional_id
+        topics = request.v3_and_below_topics
+        if authorizer is not None and not allowed(
+            authorizer, context, Op.WRITE, Type.TRANSACTIONAL_ID, txn_id
+        ):
+            outcomes = {
+                (topic.name, int(partition)): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                for topic in topics for partition in topic.partitions
+            }
+        else:
+            outcomes = await _add_one(
+                deps, version, txn_id, request.v3_and_below_producer_id,
+                request.v3_and_below_producer_epoch, topics, verify_only=False,
+                refused=_refused_topics(deps, context, topics),
+            )
         return _response(ApiKey.ADD_PARTITIONS_TO_TXN, version,
                          results_by_topic_v3_and_below=_topic_results(module, outcomes))
+    if authorizer is not None and not cluster_allowed(authorizer, context, Op.CLUSTER_ACTION):
+        # Only brokers send the batched form (Kafka's AddPartitionsToTxnManager).
+        return _response(ApiKey.ADD_PARTITIONS_TO_TXN, version,
+                         error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                         results_by_transaction=())
     results = []
     for txn in request.transactions:
         outcomes = await _add_one(
             deps, version, txn.transactional_id, txn.producer_id, txn.producer_epoch,
-            txn.topics, verify_only=bool(txn.verify_only),
+            txn.topics, verify_only=bool(txn.verify_only), refused=set(),
         )
         results.append(responses.build(
             module.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
@@ -178,7 +228,16 @@ async def handle_add_offsets_to_txn(
 ) -> Any:
     """The group's `__consumer_offsets` partition joins the transaction."""
     version = context.header.api_version
-    if not request.group_id:
+    authorizer = deps.authorizer
+    if authorizer is not None and not allowed(
+        authorizer, context, Op.WRITE, Type.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif authorizer is not None and not allowed(
+        authorizer, context, Op.READ, Type.GROUP, request.group_id
+    ):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif not request.group_id:
         error = ErrorCode.INVALID_GROUP_ID
     else:
         partition = deps.groups().partition_of(request.group_id)
@@ -193,8 +252,13 @@ async def handle_add_offsets_to_txn(
 
 async def handle_end_txn(deps: TransactionDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
-    service = deps.transactions()
     txn_id = request.transactional_id
+    if deps.authorizer is not None and not allowed(
+        deps.authorizer, context, Op.WRITE, Type.TRANSACTIONAL_ID, txn_id
+    ):
+        return _response(ApiKey.END_TXN, version,
+                         error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    service = deps.transactions()
     try:
         result = await service.run(txn_id, lambda now_ms: service.coordinator.end_transaction(
             txn_id, request.producer_id, request.producer_epoch, bool(request.committed),
@@ -213,7 +277,31 @@ async def handle_txn_offset_commit(
     version = context.header.api_version
     known: list[CommitPartition] = []
     outcomes: list[tuple[str, int, ErrorCode]] = []
+    refused: set[str] = set()
+    authorizer = deps.authorizer
+    if authorizer is not None:
+        # WRITE on the transactional id, READ on the group: every partition gets the refusal;
+        # then READ per topic, before existence (KafkaApis.handleTxnOffsetCommitRequest).
+        refusal = None
+        if not allowed(authorizer, context, Op.WRITE, Type.TRANSACTIONAL_ID,
+                       request.transactional_id):
+            refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not allowed(authorizer, context, Op.READ, Type.GROUP, request.group_id):
+            refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if refusal is not None:
+            return _txn_offset_commit_response(version, [
+                (topic.name, p.partition_index, refusal)
+                for topic in request.topics for p in topic.partitions
+            ])
+        names = {topic.name for topic in request.topics}
+        refused = names - allowed_names(authorizer, context, Op.READ, Type.TOPIC, names)
     for topic in request.topics:
+        if refused and topic.name in refused:
+            outcomes.extend(
+                (topic.name, p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in topic.partitions
+            )
+            continue
         info = deps.topics.get(topic.name)
         for p in topic.partitions:
             if info is None or not 0 <= p.partition_index < info.partitions:
@@ -246,6 +334,12 @@ async def handle_txn_offset_commit(
                 ApiKey.TXN_OFFSET_COMMIT, version,
             )
             outcomes.extend((p.topic, p.partition, code) for p in known)
+    return _txn_offset_commit_response(version, outcomes)
+
+
+def _txn_offset_commit_response(
+    version: int, outcomes: list[tuple[str, int, ErrorCode]]
+) -> Any:
     module = responses.response_module(ApiKey.TXN_OFFSET_COMMIT, version)
     by_topic: dict[str, list[Any]] = {}
     for topic, partition, error in outcomes:
@@ -266,9 +360,22 @@ async def handle_write_txn_markers(
     path EndTxn's markers take (`broker/transactions/markers.py`); Kafka's admin client uses
     it to abort a hanging transaction. Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION."""
     version = context.header.api_version
-    module = responses.response_module(ApiKey.WRITE_TXN_MARKERS, version)
+    authorizer = deps.authorizer
+    if authorizer is not None and not (
+        cluster_allowed(authorizer, context, Op.ALTER)
+        or cluster_allowed(authorizer, context, Op.CLUSTER_ACTION)
+    ):
+        # ALTER on the cluster (the admin client's abortTransaction, KIP-664) or CLUSTER_ACTION
+        # (brokers); else every partition is refused, as Kafka's error response.
+        return _markers_response(version, [
+            (marker.producer_id, {
+                (topic.name, int(partition)): ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                for topic in marker.topics for partition in topic.partition_indexes
+            })
+            for marker in request.markers
+        ])
     service = deps.transactions()
-    results = []
+    results: list[tuple[int, dict[tuple[str, int], ErrorCode]]] = []
     for marker in request.markers:
         known, unknown = _split_known(deps, [
             _Named(topic.name, tuple(topic.partition_indexes)) for topic in marker.topics
@@ -279,14 +386,24 @@ async def handle_write_txn_markers(
             service.broker, known, marker.producer_id, marker.producer_epoch,
             bool(marker.transaction_result), marker.coordinator_epoch,
         ))
+        results.append((marker.producer_id, outcomes))
+    return _markers_response(version, results)
+
+
+def _markers_response(
+    version: int, results: list[tuple[int, dict[tuple[str, int], ErrorCode]]]
+) -> Any:
+    module = responses.response_module(ApiKey.WRITE_TXN_MARKERS, version)
+    markers = []
+    for producer_id, outcomes in results:
         by_topic: dict[str, list[Any]] = {}
         for (topic, partition), error in outcomes.items():
             by_topic.setdefault(topic, []).append(responses.build(
                 module.WritableTxnMarkerPartitionResult, partition_index=partition,
                 error_code=error,
             ))
-        results.append(responses.build(
-            module.WritableTxnMarkerResult, producer_id=marker.producer_id,
+        markers.append(responses.build(
+            module.WritableTxnMarkerResult, producer_id=producer_id,
             topics=tuple(
                 responses.build(module.WritableTxnMarkerTopicResult, name=name,
                                 partitions=tuple(items))
@@ -294,7 +411,7 @@ async def handle_write_txn_markers(
             ),
         ))
     return responses.build(responses.response_class(ApiKey.WRITE_TXN_MARKERS, version),
-                           markers=tuple(results))
+                           markers=tuple(markers))
 
 
 @dataclass(frozen=True, slots=True)

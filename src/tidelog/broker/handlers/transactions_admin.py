@@ -2,6 +2,10 @@
 (66, v0-1) from the transaction coordinator's state, and DescribeProducers (61, v0) from each
 partition's producer state (what Kafka's `kafka-transactions` tool reads to find hanging
 transactions). State names are Kafka's TransactionState names.
+
+ACLs (handlers/authorization.py, KafkaApis): DescribeTransactions DESCRIBE on each id, its
+partitions listed only for topics the caller may DESCRIBE; ListTransactions lists only ids the
+caller may DESCRIBE; DescribeProducers READ on each topic, before existence.
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker import clock
+from tidelog.broker.handlers.authorization import Op, Type, allowed, allowed_names
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.coordinator.txn_records import TransactionState, group_partitions
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.security.authorizer import Authorizer
 
 if TYPE_CHECKING:
     from tidelog.broker.transactions.service import TransactionService
@@ -40,6 +46,7 @@ _MAX_IDS = 10_000  # ids named in one DescribeTransactions (the frame bounds it 
 class TransactionAdminDeps:
     topics: TopicRegistry
     transactions: Callable[[], TransactionService]
+    authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
 
 
 def _response(api_key: ApiKey, version: int, **fields: Any) -> Any:
@@ -56,21 +63,33 @@ async def handle_describe_transactions(
     version = context.header.api_version
     module = responses.response_module(ApiKey.DESCRIBE_TRANSACTIONS, version)
     coordinator = deps.transactions().coordinator
+    authorizer = deps.authorizer
     states = []
     for txn_id in list(request.transactional_ids)[:_MAX_IDS]:
-        metadata = coordinator.describe(txn_id)
+        refused = authorizer is not None and not allowed(
+            authorizer, context, Op.DESCRIBE, Type.TRANSACTIONAL_ID, txn_id
+        )
+        metadata = None if refused else coordinator.describe(txn_id)
         if metadata is None:
             # Kafka sets only the error: every other field keeps its schema default (0, "").
             states.append(responses.build(
-                module.TransactionState, error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+                module.TransactionState,
+                error_code=(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if refused
+                            else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND),
                 transactional_id=txn_id, transaction_state="", transaction_timeout=0,
                 transaction_start_time=_time(0), producer_id=0, producer_epoch=0,
             ))
             continue
+        entries = group_partitions(metadata.partitions)
+        if authorizer is not None:
+            visible = allowed_names(
+                authorizer, context, Op.DESCRIBE, Type.TOPIC, (e.topic for e in entries)
+            )
+            entries = tuple(entry for entry in entries if entry.topic in visible)
         topics = tuple(
             responses.build(module.TopicData, topic=entry.topic,
                             partitions=tuple(entry.partition_ids))
-            for entry in group_partitions(metadata.partitions)
+            for entry in entries
         )
         states.append(responses.build(
             module.TransactionState, error_code=ErrorCode.NONE, transactional_id=txn_id,
@@ -94,8 +113,13 @@ async def handle_list_transactions(
     producers = set(request.producer_id_filters)
     duration_ms = int(getattr(request, "duration_filter", -1))
     now_ms = clock.now_ms()
+    authorizer = deps.authorizer
     listed = []
     for txn_id, metadata in sorted(deps.transactions().coordinator.transactions.items()):
+        if authorizer is not None and not allowed(
+            authorizer, context, Op.DESCRIBE, Type.TRANSACTIONAL_ID, txn_id
+        ):
+            continue
         if wanted_states and metadata.state not in wanted_states:
             continue
         if producers and metadata.producer_id not in producers:
@@ -115,11 +139,17 @@ async def handle_describe_producers(
 ) -> Any:
     version = context.header.api_version
     module = responses.response_module(ApiKey.DESCRIBE_PRODUCERS, version)
+    refused: set[str] = set()
+    if deps.authorizer is not None:
+        names = {topic.name for topic in request.topics}
+        refused = names - allowed_names(deps.authorizer, context, Op.READ, Type.TOPIC, names)
     topics = []
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
             try:
+                if refused and topic.name in refused:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 state = deps.topics.partition_log(topic.name, index).producer_state
             except KafkaError as error:
                 partitions.append(responses.build(
