@@ -15,8 +15,13 @@ them: Topic, Group, Cluster, TransactionalId, DelegationToken, User):
   `/kafka-acl-extended-changes/acl_changes_<seq>` holding
   `{"version":1,"resourceType":"TOPIC","name":"...","patternType":"PREFIXED"}`.
 
-`ZkAclStore` makes blocking kazoo calls: run it on the cluster agent's thread, never on the
-event loop. Not wired into the broker yet (docs/security.md, "Not done yet").
+`ZkAclStore` makes blocking kazoo calls: run it on a worker or the cluster agent's thread,
+never on the event loop. In cluster mode every broker's ClusterAgent watches the two change
+paths and reloads its authorizer's cache (broker/replication/cluster_agent.py); a change goes
+through `update`, which rewrites each touched znode conditionally (its version), so brokers
+changing the same pattern at once never lose each other's entries (Kafka's
+AclAuthorizer.updateResourceAcls). Notices older than 15 minutes are deleted by whichever
+broker sees them (Kafka's ZkNodeChangeNotificationListener, changeExpirationMs).
 """
 
 from __future__ import annotations
@@ -26,7 +31,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
 
 from tidelog.errors import TidelogError
 from tidelog.security.acl import (
@@ -45,6 +57,9 @@ LITERAL_ROOT = "/kafka-acl"
 PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes/acl_changes_"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes/acl_changes_"
+CHANGE_PATHS = ("/kafka-acl-changes", "/kafka-acl-extended-changes")
+NOTICE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's changeExpirationMs
+MAX_UPDATE_ATTEMPTS = 50  # conditional rewrites of one znode racing other brokers
 
 TYPE_NAMES = {
     ResourceType.TOPIC: "Topic",
@@ -190,6 +205,70 @@ class ZkAclStore:
                     pass
             prefix, notice = change_notification(pattern)
             self.client.create(prefix, notice, sequence=True, makepath=True)
+
+    def update(
+        self, added: Iterable[AclBinding], removed: Iterable[AclBinding]
+    ) -> frozenset[AclBinding]:
+        """Add and remove entries, each touched pattern's znode rewritten against its version
+        (retried when another broker wrote it meanwhile), then announced; returns every ACL
+        stored afterwards. A ZooKeeper failure is a ZkAclError (patterns rewritten before it
+        stay rewritten, as with Kafka's per-resource updates)."""
+        adds, removes = _by_pattern(added), _by_pattern(removed)
+        try:
+            for pattern in sorted(adds.keys() | removes.keys()):
+                if self._update_pattern(pattern, adds.get(pattern, set()),
+                                        removes.get(pattern, set())):
+                    prefix, notice = change_notification(pattern)
+                    self.client.create(prefix, notice, sequence=True, makepath=True)
+            return self.load()
+        except (KazooException, KazooTimeoutError) as error:
+            raise ZkAclError(f"ZooKeeper: {error!r}") from None
+
+    def _update_pattern(
+        self, pattern: ResourcePattern, adds: set[AccessControlEntry],
+        removes: set[AccessControlEntry],
+    ) -> bool:
+        """True when the znode changed."""
+        path = znode_path(pattern)
+        for _ in range(MAX_UPDATE_ATTEMPTS):
+            try:
+                data, stat = self.client.get(path)
+                current = {b.entry for b in decode_entries(pattern, data, path)}
+                version = stat.version
+            except NoNodeError:
+                current, version = set(), -1
+            entries = (current | adds) - removes
+            if entries == current:
+                return False
+            try:
+                if version < 0:
+                    self.client.create(path, encode_entries(entries), makepath=True)
+                elif entries:
+                    self.client.set(path, encode_entries(entries), version=version)
+                else:
+                    self.client.delete(path, version=version)
+                return True
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # another broker wrote it: read again
+        raise ZkAclError(f"{path}: still changing after {MAX_UPDATE_ATTEMPTS} attempts")
+
+    def ensure_change_paths(self) -> None:
+        for path in CHANGE_PATHS:
+            self.client.ensure_path(path)
+
+    def purge_notices(self, now_ms: int) -> int:
+        """Delete change notices older than NOTICE_EXPIRATION_MS; returns how many."""
+        purged = 0
+        for root in CHANGE_PATHS:
+            for name in self._children(root):
+                try:
+                    stat = self.client.exists(f"{root}/{name}")
+                    if stat is not None and now_ms - stat.ctime > NOTICE_EXPIRATION_MS:
+                        self.client.delete(f"{root}/{name}")
+                        purged += 1
+                except (NoNodeError, NotEmptyError):
+                    continue  # another broker purged it first
+        return purged
 
     def _children(self, path: str) -> list[str]:
         try:

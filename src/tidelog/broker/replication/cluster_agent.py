@@ -33,6 +33,7 @@ from tidelog.cluster import placement
 from tidelog.cluster import zk_layout as layout
 from tidelog.cluster.controller_zk import ClusterMember
 from tidelog.cluster.events import ControllerEvent, EventInbox
+from tidelog.cluster.zk_acls import CHANGE_PATHS, ZkAclError, ZkAclStore
 from tidelog.cluster.zk_admin import (
     CONFIG_CHANGE_PREFIX,
     CONFIG_TOPICS_PATH,
@@ -42,6 +43,7 @@ from tidelog.cluster.zk_admin import (
 from tidelog.cluster.zk_layout import BrokerRegistration, TopicAssignment, ZkLayoutError
 from tidelog.cluster.zk_store import VersionedState
 from tidelog.errors import ErrorCode, KafkaError
+from tidelog.security.acl import AclBinding
 from tidelog.types import TopicPartition
 
 log = logging.getLogger("tidelog.broker.cluster")
@@ -111,6 +113,7 @@ class ClusterAgent:
         loop: asyncio.AbstractEventLoop,
         on_view: Callable[[ClusterView], None],
         proposed_cluster_id: str = "",
+        on_acls: Callable[[frozenset[AclBinding]], None] | None = None,
     ) -> None:
         self.settings = settings
         self.broker_id = registration.broker_id
@@ -132,6 +135,11 @@ class ClusterAgent:
         self._stopping = threading.Event()
         self._watched: set[str] = set()
         self._thread: threading.Thread | None = None
+        # ACLs (with an authorizer): the change notices mark them dirty; the thread reloads
+        # them and hands the whole set to `on_acls` on the event loop.
+        self.acl_store = ZkAclStore(self._client)
+        self._on_acls = on_acls
+        self._acls_dirty = threading.Event()
 
     # ------------------------------------------------------------ lifecycle (blocking)
 
@@ -160,6 +168,12 @@ class ClusterAgent:
         self._client.ChildrenWatch(layout.BROKER_IDS_PATH, self._children_changed)
         self._client.ChildrenWatch(layout.TOPICS_PATH, self._children_changed)
         self._client.DataWatch(layout.CONTROLLER_PATH, self._data_changed)
+        if self._on_acls is not None:
+            # Loaded here, before the broker says ready; then every notice reloads them.
+            self.acl_store.ensure_change_paths()
+            self._publish_acls()
+            for path in CHANGE_PATHS:
+                self._client.ChildrenWatch(path, self._acl_notices)
         self._mark_dirty()
         self._thread = threading.Thread(target=self._run, name="zookeeper-agent", daemon=True)
         self._thread.start()
@@ -196,6 +210,10 @@ class ClusterAgent:
     def _data_changed(self, data: bytes | None, stat: object) -> None:
         self._mark_dirty()
 
+    def _acl_notices(self, children: list[str]) -> None:
+        self._acls_dirty.set()
+        self._wake.set()
+
     # ------------------------------------------------------------ the agent thread
 
     def _run(self) -> None:
@@ -210,9 +228,14 @@ class ClusterAgent:
                     self._dirty.clear()
                     view = self._read_view()
                     self._loop.call_soon_threadsafe(self._on_view, view)
+                if self._acls_dirty.is_set():
+                    self._acls_dirty.clear()
+                    self._refresh_acls()
             except (KazooException, KazooTimeoutError, ZkLayoutError, KafkaError) as error:
                 log.warning("cluster view refresh failed (%s); retrying", error)
                 self._mark_dirty()
+                if self._on_acls is not None:
+                    self._acls_dirty.set()
                 self._stopping.wait(RETRY_BACKOFF_S)
                 continue
             if self._member.wait_for_events(0):
@@ -220,6 +243,22 @@ class ClusterAgent:
                 # arrived meanwhile: handled next round, after a pause so a lost connection
                 # does not spin.
                 self._stopping.wait(RETRY_BACKOFF_S / 4)
+
+    def _refresh_acls(self) -> None:
+        try:
+            self._publish_acls()
+        except ZkAclError as error:
+            # A znode Kafka would not write: keep the last good ACLs (dropping a DENY would
+            # be a wrongful grant) and say so; the next notice reloads them all.
+            log.error("ACLs in ZooKeeper cannot be read (%s); keeping the previous ones", error)
+
+    def _publish_acls(self) -> None:
+        """Reload every ACL (Kafka reloads only the changed pattern; a whole reload keeps one
+        code path and costs one read per pattern) and purge expired notices."""
+        assert self._on_acls is not None
+        bindings = self.acl_store.load()
+        self._loop.call_soon_threadsafe(self._on_acls, bindings)
+        self.acl_store.purge_notices(int(time.time() * 1000))
 
     def _read_view(self) -> ClusterView:
         store = self._member.store
