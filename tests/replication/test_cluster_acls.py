@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from .raw_requests import METADATA, call
 TOPIC = "orders"
 ANONYMOUS = "User:ANONYMOUS"
 AUTHORIZER = "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"
-CREATE_ACLS, DELETE_ACLS = 30, 31
+DELETE_RECORDS, CREATE_ACLS, DELETE_ACLS = 21, 30, 31
 # Kafka's codes: resource TOPIC 2, pattern LITERAL 3, operation ALL 2, permission ALLOW 3.
 TOPIC_ALL_FOR_ANONYMOUS = {
     "resource_type": 2, "resource_name": TOPIC, "resource_pattern_type": 3,
@@ -131,6 +132,17 @@ def _wait_everywhere(cluster: Cluster, expected: str, since: float) -> dict[int,
     return seen
 
 
+def _delete_records(address: str) -> str:
+    """DeleteRecords v2 of partition 0 up to offset 0, asked of this one broker."""
+    with RawClient(address) as client:
+        module = request_module(DELETE_RECORDS, 2)
+        response = client.call(DELETE_RECORDS, 2, module.DeleteRecordsRequest(
+            topics=(module.DeleteRecordsTopic(name=TOPIC, partitions=(
+                module.DeleteRecordsPartition(partition_index=0, offset=0),)),),
+            timeout=timedelta(seconds=5)))
+    return ErrorCode(int(response.topics[0].partitions[0].error_code)).name
+
+
 def _create_acl(address: str) -> list[str]:
     with RawClient(address) as client:
         module = request_module(CREATE_ACLS, 3)
@@ -196,6 +208,14 @@ def test_an_acl_change_reaches_every_broker_within_a_second(acl_cluster: Cluster
         assert _topic_error(broker.address) == "TOPIC_AUTHORIZATION_FAILED"
         assert clients.produce(broker.address, TOPIC) == "TOPIC_AUTHORIZATION_FAILED"
         assert clients.fetch_raw(broker.address, TOPIC) == "TOPIC_AUTHORIZATION_FAILED"
+        assert clients.init_producer_id_raw(broker.address) == "CLUSTER_AUTHORIZATION_FAILED"
+        assert _delete_records(broker.address) == "TOPIC_AUTHORIZATION_FAILED"  # leader or not
+    # The cluster-mode admin handlers refuse as the single node's do (authorization.REQUIRED).
+    bootstrap = cluster.bootstrap()
+    assert clients.delete_topic(bootstrap, TOPIC) == "TOPIC_AUTHORIZATION_FAILED"
+    assert clients.create_partitions(bootstrap, TOPIC) == "TOPIC_AUTHORIZATION_FAILED"
+    assert clients.describe_configs(bootstrap, TOPIC) == "TOPIC_AUTHORIZATION_FAILED"
+    assert clients.alter_configs(bootstrap, TOPIC) == "TOPIC_AUTHORIZATION_FAILED"
 
     # Added through broker 1: every broker enforces it within a second.
     added_at = time.monotonic()
