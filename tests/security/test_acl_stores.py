@@ -212,3 +212,25 @@ def test_expired_notices_are_purged(zk_client: KazooClient) -> None:
     assert store.purge_notices(now_ms=later) == count
     assert zk_client.get_children("/kafka-acl-changes") == []
     assert store.load() == SAMPLE  # the ACLs themselves stay
+
+
+def test_change_notices_are_applied_pattern_by_pattern(zk_client: KazooClient) -> None:
+    """AclChanges (each broker's listener) follows another writer's changes from the notices
+    alone, re-reading only the patterns they name; a reload gives the same set."""
+    writer = zk_acls.ZkAclStore(zk_client)
+    writer.ensure_change_paths()
+    listener = zk_acls.AclChanges(zk_acls.ZkAclStore(zk_client))
+    first, *rest = sorted(SAMPLE)
+    writer.update({first}, ())
+    assert listener.reload() == {first}
+    assert listener.process() is None  # nothing new
+    writer.update(rest, ())
+    assert listener.process() == SAMPLE
+    writer.update((), {first})
+    assert listener.process() == SAMPLE - {first}
+    # a notice naming a pattern whose znode is gone: the pattern is read again, empty
+    zk_client.delete(zk_acls.znode_path(rest[0].pattern))
+    zk_client.create(*zk_acls.change_notification(rest[0].pattern), sequence=True)
+    expected = frozenset(b for b in SAMPLE - {first} if b.pattern != rest[0].pattern)
+    assert listener.process() == expected
+    assert zk_acls.AclChanges(writer).reload() == expected

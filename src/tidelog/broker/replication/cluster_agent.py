@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
 
 from tidelog.cluster import placement
 from tidelog.cluster import zk_layout as layout
 from tidelog.cluster.controller_zk import ClusterMember
 from tidelog.cluster.events import ControllerEvent, EventInbox
-from tidelog.cluster.zk_acls import CHANGE_PATHS, ZkAclError, ZkAclStore
+from tidelog.cluster.zk_acls import CHANGE_PATHS, AclChanges, ZkAclError, ZkAclStore
 from tidelog.cluster.zk_admin import (
     CONFIG_CHANGE_PREFIX,
     CONFIG_TOPICS_PATH,
@@ -138,8 +139,10 @@ class ClusterAgent:
         # ACLs (with an authorizer): the change notices mark them dirty; the thread reloads
         # them and hands the whole set to `on_acls` on the event loop.
         self.acl_store = ZkAclStore(self._client)
+        self._acl_changes = AclChanges(self.acl_store)
         self._on_acls = on_acls
-        self._acls_dirty = threading.Event()
+        self._acls_dirty = threading.Event()  # new notices to process
+        self._acls_stale = threading.Event()  # reconnected: notices may have been missed
 
     # ------------------------------------------------------------ lifecycle (blocking)
 
@@ -171,9 +174,10 @@ class ClusterAgent:
         if self._on_acls is not None:
             # Loaded here, before the broker says ready; then every notice reloads them.
             self.acl_store.ensure_change_paths()
-            self._publish_acls()
+            self._publish(self._acl_changes.reload())
             for path in CHANGE_PATHS:
                 self._client.ChildrenWatch(path, self._acl_notices)
+            self._client.add_listener(self._acl_session_state)
         self._mark_dirty()
         self._thread = threading.Thread(target=self._run, name="zookeeper-agent", daemon=True)
         self._thread.start()
@@ -214,6 +218,12 @@ class ClusterAgent:
         self._acls_dirty.set()
         self._wake.set()
 
+    def _acl_session_state(self, state: KazooState) -> None:
+        if state == KazooState.CONNECTED:  # after a suspension or a new session
+            self._acls_stale.set()
+            self._acls_dirty.set()
+            self._wake.set()
+
     # ------------------------------------------------------------ the agent thread
 
     def _run(self) -> None:
@@ -245,20 +255,25 @@ class ClusterAgent:
                 self._stopping.wait(RETRY_BACKOFF_S / 4)
 
     def _refresh_acls(self) -> None:
+        """Apply new change notices (only the patterns they name are read again; after a
+        reconnect, everything), then purge expired notices."""
         try:
-            self._publish_acls()
+            if self._acls_stale.is_set():
+                self._acls_stale.clear()
+                self._publish(self._acl_changes.reload())
+            else:
+                bindings = self._acl_changes.process()
+                if bindings is not None:
+                    self._publish(bindings)
+            self.acl_store.purge_notices(int(time.time() * 1000))
         except ZkAclError as error:
             # A znode Kafka would not write: keep the last good ACLs (dropping a DENY would
-            # be a wrongful grant) and say so; the next notice reloads them all.
+            # be a wrongful grant) and say so; the next notice tries again.
             log.error("ACLs in ZooKeeper cannot be read (%s); keeping the previous ones", error)
 
-    def _publish_acls(self) -> None:
-        """Reload every ACL (Kafka reloads only the changed pattern; a whole reload keeps one
-        code path and costs one read per pattern) and purge expired notices."""
+    def _publish(self, bindings: frozenset[AclBinding]) -> None:
         assert self._on_acls is not None
-        bindings = self.acl_store.load()
         self._loop.call_soon_threadsafe(self._on_acls, bindings)
-        self.acl_store.purge_notices(int(time.time() * 1000))
 
     def _read_view(self) -> ClusterView:
         store = self._member.store
