@@ -3,8 +3,8 @@ authorizer on, real ZooKeeper, confluent-kafka clients and raw requests aimed at
 
 Until SASL/TLS authenticate connections every connection is `User:ANONYMOUS`, the brokers'
 replica fetchers included. So the brokers' principal gets CLUSTER_ACTION on the cluster through
-an ACL written into ZooKeeper before the first start (as `kafka-acls --authorizer-properties
-zookeeper.connect=...` does), together with what the test's admin needs on the cluster
+an ACL written into ZooKeeper before the first start (`tidelog acls add --authorizer-properties
+zookeeper.connect=...`, kafka-acls' ZooKeeper mode), with what the test's admin needs on the cluster
 (CREATE, ALTER, DESCRIBE); topics are covered by no ACL, so a client is refused everything on
 them until a test grants it. The other setup Kafka's docs name, the broker principal in
 `super.users`, is `test_super_user_brokers_replicate_and_fail_over`'s.
@@ -12,6 +12,8 @@ them until a test grants it. The other setup Kafka's docs name, the broker princ
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,19 +27,8 @@ from kazoo.client import KazooClient
 
 from broker.raw import RawClient, request_module
 from security import clients
-from tidelog.cluster.zk_acls import ZkAclStore
 from tidelog.cluster.zookeeper_server import ZooKeeperServer
 from tidelog.errors import ErrorCode
-from tidelog.security.acl import (
-    CLUSTER_NAME,
-    AccessControlEntry,
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
 
 from .harness import Cluster
 from .raw_requests import METADATA, call
@@ -54,15 +45,10 @@ TOPIC_ALL_FOR_ANONYMOUS = {
 PROPAGATION_LIMIT_S = 1.0
 
 
-def _allow(resource_type: ResourceType, name: str, operation: AclOperation) -> AclBinding:
-    return AclBinding(
-        ResourcePattern(resource_type, name, PatternType.LITERAL),
-        AccessControlEntry(ANONYMOUS, "*", operation, AclPermissionType.ALLOW),
-    )
-
-
 def _start(zookeeper: ZooKeeperServer, root: Path, sets: tuple[str, ...],
-           seed: frozenset[AclBinding]) -> Cluster:
+           seeds: tuple[tuple[str, ...], ...]) -> Cluster:
+    """Three brokers in a fresh chroot, after `tidelog acls add --authorizer-properties
+    zookeeper.connect=...` wrote each of `seeds` (kafka-acls' flags) into ZooKeeper."""
     chroot = f"/tidelog-acls-{uuid.uuid4().hex[:12]}"
     client = KazooClient(hosts=zookeeper.connect_string)
     client.start(timeout=15)
@@ -71,15 +57,16 @@ def _start(zookeeper: ZooKeeperServer, root: Path, sets: tuple[str, ...],
     finally:
         client.stop()
         client.close()
-    if seed:
-        client = KazooClient(hosts=zookeeper.connect_string + chroot)
-        client.start(timeout=15)
-        try:
-            ZkAclStore(client).update(seed, ())
-        finally:
-            client.stop()
-            client.close()
-    cluster = Cluster(zookeeper.connect_string + chroot, root, extra_sets=(AUTHORIZER, *sets))
+    connect = zookeeper.connect_string + chroot
+    for seed in seeds:
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("tidelog")), "acls", "add",
+             "--authorizer-properties", f"zookeeper.connect={connect}", *seed],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.count("Added") >= 1, done.stdout
+    cluster = Cluster(connect, root, extra_sets=(AUTHORIZER, *sets))
     try:
         for node_id in (1, 2, 3):
             cluster.add(node_id)
@@ -92,14 +79,14 @@ def _start(zookeeper: ZooKeeperServer, root: Path, sets: tuple[str, ...],
 
 @pytest.fixture
 def acl_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Cluster]:
-    seed = frozenset({
-        *(_allow(ResourceType.CLUSTER, CLUSTER_NAME, op) for op in (
-            AclOperation.CLUSTER_ACTION,  # the brokers' follower fetches
-            AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE,  # the test's admin
-        )),
-        _allow(ResourceType.GROUP, "*", AclOperation.ALL),  # consumer groups: not the subject
-    })
-    cluster = _start(zookeeper, tmp_path, (), seed)
+    seeds = (
+        # the brokers' follower fetches (CLUSTER_ACTION), and the test's admin
+        ("--allow-principal", ANONYMOUS, "--cluster", "--operation", "ClusterAction",
+         "--operation", "Create", "--operation", "Alter", "--operation", "Describe"),
+        # consumer groups are not the subject here
+        ("--allow-principal", ANONYMOUS, "--group", "*", "--operation", "All"),
+    )
+    cluster = _start(zookeeper, tmp_path, (), seeds)
     try:
         yield cluster
     finally:
@@ -269,7 +256,7 @@ def test_super_user_brokers_replicate_and_fail_over(
 ) -> None:
     """Kafka's usual setup: the inter-broker principal (User:ANONYMOUS over PLAINTEXT) in
     super.users and no ACL at all. Every PLAINTEXT client is then a super user too."""
-    cluster = _start(zookeeper, tmp_path, (f"super.users={ANONYMOUS}",), frozenset())
+    cluster = _start(zookeeper, tmp_path, (f"super.users={ANONYMOUS}",), ())
     try:
         cluster.create_topic(TOPIC, partitions=1, replication=3)
         leader, _, _ = cluster.wait_for_partition(

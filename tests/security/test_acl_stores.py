@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -234,3 +236,27 @@ def test_change_notices_are_applied_pattern_by_pattern(zk_client: KazooClient) -
     expected = frozenset(b for b in SAMPLE - {first} if b.pattern != rest[0].pattern)
     assert listener.process() == expected
     assert zk_acls.AclChanges(writer).reload() == expected
+
+
+def test_tidelog_acls_add_writes_into_zookeeper(zk_client: KazooClient,
+                                                zookeeper: ZooKeeperServer) -> None:
+    """`tidelog acls add --authorizer-properties zookeeper.connect=...` (kafka-acls' ZooKeeper
+    mode): Kafka's znodes and a notice per pattern, no broker involved."""
+    tidelog = str(Path(sys.executable).with_name("tidelog"))
+    connect = f"zookeeper.connect={zookeeper.connect_string}{zk_client.chroot}"
+    done = subprocess.run(
+        [tidelog, "acls", "add", "--authorizer-properties", connect,
+         "--deny-principal", "User:eve", "--deny-host", "10.0.0.1", "--operation", "Write",
+         "--topic", "ord", "--resource-pattern-type", "prefixed"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert zk_acls.ZkAclStore(zk_client).load() == {
+        binding(ResourceType.TOPIC, "ord", PatternType.PREFIXED, "User:eve", "10.0.0.1",
+                AclOperation.WRITE, AclPermissionType.DENY)}
+    assert len(zk_client.get_children("/kafka-acl-extended-changes")) == 1
+    refused = subprocess.run(
+        [tidelog, "acls", "add", "--authorizer-properties", "zookeeper.session=1",
+         "--allow-principal", "User:a", "--topic", "t"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2, refused.stderr
+    assert "zookeeper.connect" in refused.stderr
