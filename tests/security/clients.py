@@ -39,7 +39,7 @@ from confluent_kafka.admin import (
 from broker.raw import RawClient, request_module
 from tidelog.errors import ErrorCode
 
-FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH = 1, 2, 8, 9
+FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 1, 2, 3, 8, 9
 FIND_COORDINATOR, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_ACLS = 10, 22, 23, 29
 CREATE_ACLS = 30
 CREATE_TOPICS, OFFSET_DELETE, DESCRIBE_CLUSTER = 19, 47, 60
@@ -455,11 +455,11 @@ def offset_delete_raw(bootstrap: str, topic: str, group: str) -> str:
     return top or _code_name(response.topics[0].partitions[0].error_code)
 
 
-def offset_for_leader_epoch_raw(bootstrap: str, topic: str) -> str:
+def offset_for_leader_epoch_raw(bootstrap: str, topic: str, replica_id: int = -1) -> str:
     with RawClient(bootstrap) as client:
         module = request_module(OFFSET_FOR_LEADER_EPOCH, 4)
         response = client.call(OFFSET_FOR_LEADER_EPOCH, 4, module.OffsetForLeaderEpochRequest(
-            replica_id=-1, topics=(module.OffsetForLeaderTopic(
+            replica_id=replica_id, topics=(module.OffsetForLeaderTopic(
                 topic=topic, partitions=(module.OffsetForLeaderPartition(
                     partition=0, leader_epoch=0,
                 ),),
@@ -561,6 +561,32 @@ def follower_fetch_raw(bootstrap: str, topic: str) -> str:
         response = client.call(FETCH, 11, module.FetchRequest(
             replica_id=1, max_wait=timedelta(0), min_bytes=0, max_bytes=1 << 20,
             isolation_level=0, topics=(module.FetchTopic(topic=topic, partitions=(partition,)),),
+            forgotten_topics_data=(),
+        ))
+    return _code_name(response.responses[0].partitions[0].error_code)
+
+
+def topic_id_raw(bootstrap: str, topic: str) -> Any:
+    """The topic's id from Metadata v12 (needs DESCRIBE on it)."""
+    with RawClient(bootstrap) as client:
+        module = request_module(METADATA, 12)
+        return client.call(METADATA, 12, module.MetadataRequest(
+            topics=(module.MetadataRequestTopic(name=topic, topic_id=None),),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+        )).topics[0].topic_id
+
+
+def follower_fetch_v15_raw(bootstrap: str, topic_id: Any) -> str:
+    """Fetch v15 as a follower: replica_state.replica_id 1 (KIP-903), the topic by id."""
+    with RawClient(bootstrap) as client:
+        module = request_module(FETCH, 15)
+        partition = module.FetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=1 << 20, log_start_offset=-1
+        )
+        response = client.call(FETCH, 15, module.FetchRequest(
+            replica_state=module.ReplicaState(replica_id=1, replica_epoch=-1),
+            max_wait=timedelta(0), min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+            topics=(module.FetchTopic(topic_id=topic_id, partitions=(partition,)),),
             forgotten_topics_data=(),
         ))
     return _code_name(response.responses[0].partitions[0].error_code)

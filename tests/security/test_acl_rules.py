@@ -225,8 +225,18 @@ def test_offset_fetch_v1_and_follower_fetch(secured: BrokerProcess) -> None:
     # a follower's fetch needs CLUSTER_ACTION on the cluster (READ on the topic is not enough)
     clients.set_acls(bootstrap, [acl(RT.TOPIC, "wild", Op.READ)])
     assert clients.follower_fetch_raw(bootstrap, "wild") == "TOPIC_AUTHORIZATION_FAILED"
+    wild_id = clients.topic_id_raw(bootstrap, "wild")
+    assert clients.follower_fetch_v15_raw(bootstrap, wild_id) == "TOPIC_AUTHORIZATION_FAILED"
+    # ... and so does a follower's OffsetForLeaderEpoch without DESCRIBE on the topic
+    clients.set_acls(bootstrap, [])
+    assert clients.offset_for_leader_epoch_raw(bootstrap, "wild", replica_id=2) == (
+        "TOPIC_AUTHORIZATION_FAILED"
+    )
     clients.set_acls(bootstrap, [acl(RT.BROKER, "kafka-cluster", Op.CLUSTER_ACTION)])
     assert clients.follower_fetch_raw(bootstrap, "wild") == ""
+    # v15+ names the follower in replica_state (KIP-903), not replica_id
+    assert clients.follower_fetch_v15_raw(bootstrap, wild_id) == ""
+    assert clients.offset_for_leader_epoch_raw(bootstrap, "wild", replica_id=2) == ""
 
 
 def test_acl_apis_need_cluster_rights(tmp_path: Path, broker_factory: BrokerFactory) -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,3 +156,107 @@ def test_a_znode_kafka_would_not_write_is_an_error(zk_client: KazooClient) -> No
                      makepath=True)
     with pytest.raises(zk_acls.ZkAclError, match="/kafka-acl/Topic/bad"):
         zk_acls.ZkAclStore(zk_client).load()
+
+
+def test_update_applies_a_change_to_what_is_stored(store: Any) -> None:
+    """`update` changes the stored set, not the caller's copy: two writers (two brokers whose
+    caches lag) each adding and removing their own entries keep each other's."""
+    alice, eve, ops = sorted(b for b in SAMPLE if b.pattern.name in ("orders", "*"))
+    assert store.update({alice}, ()) == {alice}
+    assert store.update({eve, ops}, ()) == {alice, eve, ops}  # a writer that never saw alice
+    assert store.update((), {eve}) == {alice, ops}
+    assert store.update((), {eve}) == {alice, ops}  # removing the absent: no change
+    assert store.load() == {alice, ops}
+
+
+def test_concurrent_updates_of_one_pattern_lose_nothing(zk_client: KazooClient,
+                                                        zookeeper: ZooKeeperServer) -> None:
+    """Two ZooKeeper sessions (two brokers) add 20 entries each to the same znode at once:
+    the versioned rewrites retry, and all 40 are stored, with one notice per change."""
+    other = KazooClient(hosts=zookeeper.connect_string + zk_client.chroot, timeout=6.0)
+    other.start(timeout=15)
+    errors: list[BaseException] = []
+
+    def writer(client: KazooClient, principal: str) -> None:
+        try:
+            store = zk_acls.ZkAclStore(client)
+            for index in range(20):
+                store.update({binding(ResourceType.TOPIC, "shared", PatternType.LITERAL,
+                                      f"User:{principal}{index}", "*", AclOperation.READ,
+                                      AclPermissionType.ALLOW)}, ())
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    try:
+        threads = [threading.Thread(target=writer, args=(zk_client, "a")),
+                   threading.Thread(target=writer, args=(other, "b"))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        other.stop()
+    assert errors == []
+    stored = zk_acls.ZkAclStore(zk_client).load()
+    assert len(stored) == 40
+    assert len(zk_client.get_children("/kafka-acl-changes")) == 40
+
+
+def test_expired_notices_are_purged(zk_client: KazooClient) -> None:
+    store = zk_acls.ZkAclStore(zk_client)
+    store.ensure_change_paths()
+    store.update(SAMPLE, ())
+    count = len(zk_client.get_children("/kafka-acl-changes")) + len(
+        zk_client.get_children("/kafka-acl-extended-changes"))
+    assert count == len({b.pattern for b in SAMPLE})
+    assert store.purge_notices(now_ms=0) == 0  # nothing is 15 minutes old yet
+    later = 2**62  # far past every notice's creation time
+    assert store.purge_notices(now_ms=later) == count
+    assert zk_client.get_children("/kafka-acl-changes") == []
+    assert store.load() == SAMPLE  # the ACLs themselves stay
+
+
+def test_change_notices_are_applied_pattern_by_pattern(zk_client: KazooClient) -> None:
+    """AclChanges (each broker's listener) follows another writer's changes from the notices
+    alone, re-reading only the patterns they name; a reload gives the same set."""
+    writer = zk_acls.ZkAclStore(zk_client)
+    writer.ensure_change_paths()
+    listener = zk_acls.AclChanges(zk_acls.ZkAclStore(zk_client))
+    first, *rest = sorted(SAMPLE)
+    writer.update({first}, ())
+    assert listener.reload() == {first}
+    assert listener.process() is None  # nothing new
+    writer.update(rest, ())
+    assert listener.process() == SAMPLE
+    writer.update((), {first})
+    assert listener.process() == SAMPLE - {first}
+    # a notice naming a pattern whose znode is gone: the pattern is read again, empty
+    zk_client.delete(zk_acls.znode_path(rest[0].pattern))
+    zk_client.create(*zk_acls.change_notification(rest[0].pattern), sequence=True)
+    expected = frozenset(b for b in SAMPLE - {first} if b.pattern != rest[0].pattern)
+    assert listener.process() == expected
+    assert zk_acls.AclChanges(writer).reload() == expected
+
+
+def test_tidelog_acls_add_writes_into_zookeeper(zk_client: KazooClient,
+                                                zookeeper: ZooKeeperServer) -> None:
+    """`tidelog acls add --authorizer-properties zookeeper.connect=...` (kafka-acls' ZooKeeper
+    mode): Kafka's znodes and a notice per pattern, no broker involved."""
+    tidelog = str(Path(sys.executable).with_name("tidelog"))
+    connect = f"zookeeper.connect={zookeeper.connect_string}{zk_client.chroot}"
+    done = subprocess.run(
+        [tidelog, "acls", "add", "--authorizer-properties", connect,
+         "--deny-principal", "User:eve", "--deny-host", "10.0.0.1", "--operation", "Write",
+         "--topic", "ord", "--resource-pattern-type", "prefixed"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert zk_acls.ZkAclStore(zk_client).load() == {
+        binding(ResourceType.TOPIC, "ord", PatternType.PREFIXED, "User:eve", "10.0.0.1",
+                AclOperation.WRITE, AclPermissionType.DENY)}
+    assert len(zk_client.get_children("/kafka-acl-extended-changes")) == 1
+    refused = subprocess.run(
+        [tidelog, "acls", "add", "--authorizer-properties", "zookeeper.session=1",
+         "--allow-principal", "User:a", "--topic", "t"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2, refused.stderr
+    assert "zookeeper.connect" in refused.stderr

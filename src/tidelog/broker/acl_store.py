@@ -20,13 +20,14 @@ Names rather than codes keep the file readable and diffable; every entry is vali
 (`validate_binding`), and a file that does not parse stops the broker rather than starting it
 with fewer ACLs than the operator wrote (a missing DENY would be a wrongful grant).
 
-The cluster-mode store (ZooKeeper `/kafka-acl/<ResourceType>/<name>`) implements the same
-interface; it is not written yet (docs/security.md).
+The cluster-mode store (ZooKeeper `/kafka-acl/<ResourceType>/<name>`, cluster/zk_acls.py)
+implements the same interface.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,11 +56,19 @@ class AclStoreError(TidelogError):
 
 
 class AclStore(Protocol):
-    """Blocking calls; small and rare (an ACL change), run on the event loop like topics.json."""
+    """Blocking calls, small and rare (an ACL change): the ACL handlers run them on a worker
+    thread (the ZooKeeper store waits on the network)."""
 
     def load(self) -> frozenset[AclBinding]: ...
 
     def save(self, bindings: Iterable[AclBinding]) -> None: ...
+
+    def update(
+        self, added: Iterable[AclBinding], removed: Iterable[AclBinding]
+    ) -> frozenset[AclBinding]:
+        """Apply a change to what is stored (not to a possibly stale copy of it); returns
+        every ACL stored afterwards."""
+        ...
 
 
 def binding_to_json(binding: AclBinding) -> dict[str, str]:
@@ -103,6 +112,17 @@ class FileAclStore:
 
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / ACLS_FILE
+        self._lock = threading.Lock()  # one read-modify-write at a time
+
+    def update(
+        self, added: Iterable[AclBinding], removed: Iterable[AclBinding]
+    ) -> frozenset[AclBinding]:
+        with self._lock:
+            current = self.load()
+            wanted = (current | frozenset(added)) - frozenset(removed)
+            if wanted != current:
+                self.save(wanted)
+            return wanted
 
     def load(self) -> frozenset[AclBinding]:
         try:

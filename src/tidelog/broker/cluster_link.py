@@ -66,10 +66,17 @@ async def join_cluster(
     registration = BrokerRegistration(config.node_id, host, port, time.time_ns() // 1_000_000)
     replication = Replication(broker, settings)
     broker.replication = replication
-    use_cluster_handlers(replication)
+    authorizer = broker.authorizer
     agent = ClusterAgent(
-        settings, registration, asyncio.get_running_loop(), replication.on_view, broker.cluster_id
+        settings, registration, asyncio.get_running_loop(), replication.on_view, broker.cluster_id,
+        on_acls=None if authorizer is None else authorizer.replace_acls,
     )
+    # The cluster's ACLs are ZooKeeper's (Kafka's ZK-mode AclAuthorizer), never acls.json:
+    # nothing but super users until they are loaded (agent.start, before ready).
+    broker.acl_store = agent.acl_store
+    if authorizer is not None:
+        authorizer.replace_acls(frozenset())
+    use_cluster_handlers(replication)
     replication.agent = agent
     timeout_s = max(FIRST_VIEW_TIMEOUT_S, 3 * settings.session_timeout_ms / 1000)
     await asyncio.to_thread(agent.start, timeout_s)

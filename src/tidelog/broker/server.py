@@ -127,7 +127,9 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         from tidelog.broker.handlers import cluster, cluster_admin
         from tidelog.broker.handlers.cluster_common import ClusterDeps
 
-        deps = ClusterDeps(config, broker.identity, topics, replication, broker.append_waiters)
+        deps = ClusterDeps(
+            config, broker.identity, topics, replication, broker.append_waiters, authorizer
+        )
         table |= cluster.handlers(deps)
         table |= cluster_admin.handlers(deps)
     return table

@@ -5,7 +5,8 @@ work against Tidelog and Apache Kafka alike. Flags as kafka-acls.sh spells them:
 `--allow-principal`, `--deny-principal`, `--allow-host`, `--deny-host`, `--operation`,
 `--topic`, `--group`, `--cluster`, `--transactional-id`, `--resource-pattern-type`,
 `--principal` (list filter), `--bootstrap`, `--command-config`. Exit status 1 when the broker
-refuses, 2 for bad arguments.
+refuses, 2 for bad arguments. `add --authorizer-properties zookeeper.connect=HOST:PORT[/chroot]`
+writes into a cluster's ZooKeeper directly instead (kafka-acls' ZooKeeper mode).
 """
 
 from __future__ import annotations
@@ -187,12 +188,18 @@ def acls() -> None:
 @acls.command("add")
 @_resource_options
 @_entry_options
+@click.option(
+    "--authorizer-properties", "authorizer_properties", multiple=True,
+    metavar="zookeeper.connect=HOST:PORT[/chroot]",
+    help="Write into a cluster's ZooKeeper instead of through a broker (kafka-acls' ZooKeeper "
+         "mode), e.g. the brokers' ClusterAction before their first start.",
+)
 def add_command(
     bootstrap: str, command_config: Path | None, topics: tuple[str, ...], groups: tuple[str, ...],
     cluster: bool, transactional_ids: tuple[str, ...], pattern: str,
     allow_principals: tuple[str, ...], deny_principals: tuple[str, ...],
     allow_hosts: tuple[str, ...], deny_hosts: tuple[str, ...], hosts: tuple[str, ...],
-    operations: tuple[str, ...], force: bool,
+    operations: tuple[str, ...], force: bool, authorizer_properties: tuple[str, ...],
 ) -> None:
     """Add ACLs: each principal x host x operation on each resource."""
     pattern_type = _PATTERNS[pattern.lower()]
@@ -210,10 +217,68 @@ def add_command(
         for restype, name in resources
         for principal, host, op, permission in entries
     ]
+    if authorizer_properties:
+        _add_in_zookeeper(_zookeeper_connect(authorizer_properties), bindings)
+        for binding in bindings:
+            click.echo(f"Added {_describe(binding)} on {_on(binding)}")
+        return
     client = _admin(bootstrap, command_config)
     for binding, future in client.create_acls(bindings, request_timeout=TIMEOUT_S).items():
         _result(future)
         click.echo(f"Added {_describe(binding)} on {_on(binding)}")
+
+
+def _zookeeper_connect(properties: tuple[str, ...]) -> str:
+    values = dict(item.partition("=")[::2] for item in properties)
+    unknown = sorted(set(values) - {"zookeeper.connect"})
+    if unknown or not values.get("zookeeper.connect"):
+        raise click.BadParameter(
+            "only zookeeper.connect=HOST:PORT[/chroot] is understood "
+            f"(got {', '.join(properties)})",
+            param_hint="'--authorizer-properties'",
+        )
+    return values["zookeeper.connect"]
+
+
+def _add_in_zookeeper(connect: str, bindings: list[AclBinding]) -> None:
+    """The bindings in Kafka's ZooKeeper layout with change notices, as kafka-acls'
+    ZooKeeper mode wrote them: running brokers apply them from the notices."""
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from tidelog.cluster.zk_acls import ZkAclError, ZkAclStore
+    from tidelog.security import acl
+
+    def code(value: Any) -> int:  # confluent-kafka's enums carry Kafka's codes
+        return int(getattr(value, "value", value))
+
+    converted = [
+        acl.AclBinding(
+            acl.ResourcePattern(acl.ResourceType(code(binding.restype)), str(binding.name),
+                                acl.PatternType(code(binding.resource_pattern_type))),
+            acl.AccessControlEntry(str(binding.principal), str(binding.host),
+                                   acl.AclOperation(code(binding.operation)),
+                                   acl.AclPermissionType(code(binding.permission_type))),
+        )
+        for binding in bindings
+    ]
+    try:
+        for binding in converted:
+            acl.validate_binding(binding)
+    except acl.AclValidationError as error:
+        raise click.BadParameter(str(error)) from None
+    client = KazooClient(hosts=connect, timeout=TIMEOUT_S)
+    try:
+        client.start(timeout=TIMEOUT_S)
+    except KazooTimeoutError:
+        raise ToolError(f"cannot reach ZooKeeper at {connect}") from None
+    try:
+        ZkAclStore(client).update(converted, ())
+    except ZkAclError as error:
+        raise ToolError(str(error)) from None
+    finally:
+        client.stop()
+        client.close()
 
 
 @acls.command("list")

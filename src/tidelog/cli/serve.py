@@ -22,6 +22,7 @@ from click.core import ParameterSource
 from tidelog.broker.acl_store import AclStoreError
 from tidelog.broker.config import ConfigError, load_config
 from tidelog.broker.logformat import LOG_FORMATS, configure_logging
+from tidelog.cluster.zk_acls import ZkAclError
 
 if TYPE_CHECKING:
     from tidelog.broker.replication.cluster_agent import ClusterSettings
@@ -168,21 +169,13 @@ def serve(
     except ConfigError as error:
         click.echo(f"tidelog serve: {error}", err=True)
         sys.exit(2)
-    if cluster is not None and config.authorizer_enabled:
-        # The cluster handlers do not check ACLs yet and the ZooKeeper ACL store is not
-        # written: refuse rather than serve a cluster that ignores its ACLs.
-        click.echo(
-            "tidelog serve: authorizer.class.name is not supported with --zookeeper yet",
-            err=True,
-        )
-        sys.exit(2)
     configure_logging(log_level, log_format)
     from tidelog.broker.server import serve as run_server
 
     try:
         asyncio.run(run_server(config, metrics_address=metrics_address,
                                metrics_required=metrics_required, cluster=cluster))
-    except (MetricsAddressError, AclStoreError) as error:
+    except (MetricsAddressError, AclStoreError, ZkAclError) as error:
         click.echo(f"tidelog serve: {error}", err=True)
         sys.exit(1)
     except ConfigError as error:  # a listener's TLS or SASL settings, read at start

@@ -15,8 +15,14 @@ them: Topic, Group, Cluster, TransactionalId, DelegationToken, User):
   `/kafka-acl-extended-changes/acl_changes_<seq>` holding
   `{"version":1,"resourceType":"TOPIC","name":"...","patternType":"PREFIXED"}`.
 
-`ZkAclStore` makes blocking kazoo calls: run it on the cluster agent's thread, never on the
-event loop. Not wired into the broker yet (docs/security.md, "Not done yet").
+`ZkAclStore` makes blocking kazoo calls: run it on a worker or the cluster agent's thread,
+never on the event loop. In cluster mode every broker's ClusterAgent watches the two change
+paths and applies new notices through `AclChanges` (only the named patterns are read again),
+then swaps its authorizer's cache (broker/replication/cluster_agent.py); a change goes
+through `update`, which rewrites each touched znode conditionally (its version), so brokers
+changing the same pattern at once never lose each other's entries (Kafka's
+AclAuthorizer.updateResourceAcls). Notices older than 15 minutes are deleted by whichever
+broker sees them (Kafka's ZkNodeChangeNotificationListener, changeExpirationMs).
 """
 
 from __future__ import annotations
@@ -26,7 +32,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
 
 from tidelog.errors import TidelogError
 from tidelog.security.acl import (
@@ -45,6 +58,9 @@ LITERAL_ROOT = "/kafka-acl"
 PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes/acl_changes_"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes/acl_changes_"
+CHANGE_PATHS = ("/kafka-acl-changes", "/kafka-acl-extended-changes")
+NOTICE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's changeExpirationMs
+MAX_UPDATE_ATTEMPTS = 50  # conditional rewrites of one znode racing other brokers
 
 TYPE_NAMES = {
     ResourceType.TOPIC: "Topic",
@@ -148,23 +164,34 @@ class ZkAclStore:
         self.client = client
 
     def load(self) -> frozenset[AclBinding]:
-        found: set[AclBinding] = set()
+        """Every ACL. The reads are pipelined (all sent, then all awaited): one round trip
+        per level instead of one per pattern, so a reload after a change notice stays well
+        under a second with thousands of patterns."""
+        patterns: list[tuple[ResourcePattern, str]] = []
         for root, pattern_type in (
             (LITERAL_ROOT, PatternType.LITERAL),
             (PREFIXED_ROOT, PatternType.PREFIXED),
         ):
-            for type_name in self._children(root):
+            type_names = self._children(root)
+            listings = [self.client.get_children_async(f"{root}/{t}") for t in type_names]
+            for type_name, listing in zip(type_names, listings, strict=True):
                 kind = _TYPES_BY_NAME.get(type_name.lower())
                 if kind is None:
                     raise ZkAclError(f"{root}/{type_name}: unknown resource type")
-                for name in self._children(f"{root}/{type_name}"):
-                    path = f"{root}/{type_name}/{name}"
-                    try:
-                        data, _ = self.client.get(path)
-                    except NoNodeError:
-                        continue  # deleted between the listing and the read
-                    pattern = ResourcePattern(kind, name, pattern_type)
-                    found.update(decode_entries(pattern, data, path))
+                try:
+                    names = listing.get()
+                except NoNodeError:
+                    continue  # the type's node went between the two listings
+                patterns += [(ResourcePattern(kind, name, pattern_type),
+                              f"{root}/{type_name}/{name}") for name in sorted(names)]
+        reads = [self.client.get_async(path) for _, path in patterns]
+        found: set[AclBinding] = set()
+        for (pattern, path), read in zip(patterns, reads, strict=True):
+            try:
+                data, _ = read.get()
+            except NoNodeError:
+                continue  # deleted between the listing and the read
+            found.update(decode_entries(pattern, data, path))
         return frozenset(found)
 
     def save(self, bindings: Iterable[AclBinding]) -> None:
@@ -191,11 +218,148 @@ class ZkAclStore:
             prefix, notice = change_notification(pattern)
             self.client.create(prefix, notice, sequence=True, makepath=True)
 
+    def update(
+        self, added: Iterable[AclBinding], removed: Iterable[AclBinding]
+    ) -> frozenset[AclBinding]:
+        """Add and remove entries, each touched pattern's znode rewritten against its version
+        (retried when another broker wrote it meanwhile), then announced; returns every ACL
+        stored afterwards. A ZooKeeper failure is a ZkAclError (patterns rewritten before it
+        stay rewritten, as with Kafka's per-resource updates)."""
+        adds, removes = _by_pattern(added), _by_pattern(removed)
+        try:
+            for pattern in sorted(adds.keys() | removes.keys()):
+                if self._update_pattern(pattern, adds.get(pattern, set()),
+                                        removes.get(pattern, set())):
+                    prefix, notice = change_notification(pattern)
+                    self.client.create(prefix, notice, sequence=True, makepath=True)
+            return self.load()
+        except (KazooException, KazooTimeoutError) as error:
+            raise ZkAclError(f"ZooKeeper: {error!r}") from None
+
+    def _update_pattern(
+        self, pattern: ResourcePattern, adds: set[AccessControlEntry],
+        removes: set[AccessControlEntry],
+    ) -> bool:
+        """True when the znode changed."""
+        path = znode_path(pattern)
+        for _ in range(MAX_UPDATE_ATTEMPTS):
+            try:
+                data, stat = self.client.get(path)
+                current = {b.entry for b in decode_entries(pattern, data, path)}
+                version = stat.version
+            except NoNodeError:
+                current, version = set(), -1
+            entries = (current | adds) - removes
+            if entries == current:
+                return False
+            try:
+                if version < 0:
+                    self.client.create(path, encode_entries(entries), makepath=True)
+                elif entries:
+                    self.client.set(path, encode_entries(entries), version=version)
+                else:
+                    self.client.delete(path, version=version)
+                return True
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # another broker wrote it: read again
+        raise ZkAclError(f"{path}: still changing after {MAX_UPDATE_ATTEMPTS} attempts")
+
+    def read_pattern(self, pattern: ResourcePattern) -> frozenset[AclBinding]:
+        path = znode_path(pattern)
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            return frozenset()
+        return frozenset(decode_entries(pattern, data, path))
+
+    def ensure_change_paths(self) -> None:
+        for path in CHANGE_PATHS:
+            self.client.ensure_path(path)
+
+    def purge_notices(self, now_ms: int) -> int:
+        """Delete change notices older than NOTICE_EXPIRATION_MS; returns how many."""
+        purged = 0
+        for root in CHANGE_PATHS:
+            for name in self._children(root):
+                try:
+                    stat = self.client.exists(f"{root}/{name}")
+                    if stat is not None and now_ms - stat.ctime > NOTICE_EXPIRATION_MS:
+                        self.client.delete(f"{root}/{name}")
+                        purged += 1
+                except (NoNodeError, NotEmptyError):
+                    continue  # another broker purged it first
+        return purged
+
     def _children(self, path: str) -> list[str]:
         try:
             return sorted(self.client.get_children(path))
         except NoNodeError:
             return []
+
+
+class AclChanges:
+    """Kafka's ZkNodeChangeNotificationListener over the two ACL change paths: the ACLs as
+    of the last notice processed. `reload` reads everything (at start, after a reconnect);
+    `process` re-reads only the patterns named by notices newer than the last one seen, so a
+    change costs a few reads however many ACLs there are. Blocking; one thread."""
+
+    def __init__(self, store: ZkAclStore) -> None:
+        self.store = store
+        self._patterns: dict[ResourcePattern, frozenset[AclBinding]] = {}
+        self._last: dict[str, int] = {}  # change path -> highest sequence number processed
+
+    def reload(self) -> frozenset[AclBinding]:
+        # The notices first: a change landing between the two reads is processed again
+        # later, which is harmless (a pattern re-read), never missed.
+        marks = {root: max((seq for seq, _ in self._notices(root)), default=-1)
+                 for root in CHANGE_PATHS}
+        bindings = self.store.load()
+        self._patterns = {
+            pattern: frozenset(entries) for pattern, entries in _bindings_by_pattern(bindings)
+        }
+        self._last = marks
+        return bindings
+
+    def process(self) -> frozenset[AclBinding] | None:
+        """Every ACL after the new notices; None when there were none. A notice that does not
+        decode makes it a whole reload (Kafka logs and skips it; a skipped change is worse)."""
+        changed: set[ResourcePattern] = set()
+        marks = dict(self._last)  # kept only once every read below has succeeded
+        for root, prefix in zip(CHANGE_PATHS, (LITERAL_CHANGES, EXTENDED_CHANGES), strict=True):
+            for seq, name in self._notices(root):
+                if seq <= marks.get(root, -1):
+                    continue
+                try:
+                    data, _ = self.store.client.get(f"{root}/{name}")
+                    changed.add(decode_change(prefix, data))
+                except NoNodeError:
+                    pass  # purged meanwhile: older than 15 minutes, long applied
+                except ZkAclError:
+                    return self.reload()
+                marks[root] = seq
+        reread = {pattern: self.store.read_pattern(pattern) for pattern in changed}
+        self._patterns.update(reread)
+        self._last = marks
+        if not changed:
+            return None
+        return frozenset().union(*self._patterns.values())
+
+    def _notices(self, root: str) -> list[tuple[int, str]]:
+        found = []
+        for name in self.store._children(root):
+            _, _, digits = name.rpartition("_")
+            if digits.isdigit():
+                found.append((int(digits), name))
+        return sorted(found)
+
+
+def _bindings_by_pattern(
+    bindings: Iterable[AclBinding],
+) -> list[tuple[ResourcePattern, list[AclBinding]]]:
+    grouped: dict[ResourcePattern, list[AclBinding]] = {}
+    for binding in bindings:
+        grouped.setdefault(binding.pattern, []).append(binding)
+    return list(grouped.items())
 
 
 def _by_pattern(bindings: Iterable[AclBinding]) -> dict[ResourcePattern, set[AccessControlEntry]]:

@@ -9,16 +9,17 @@ cache is replaced, so the next request on any connection sees it and a restart k
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
 from tidelog.broker.acl_store import AclStore
 from tidelog.broker.handlers.authorization import cluster_allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
-from tidelog.errors import ErrorCode
+from tidelog.errors import ErrorCode, TidelogError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.security.acl import (
@@ -45,6 +46,8 @@ Code = TypeVar("Code", bound=enum.IntEnum)
 class AclDeps:
     authorizer: Authorizer | None  # None: `authorizer.class.name` is not set
     store: AclStore
+    # One change at a time on this broker, so caches are swapped in the order stored.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def _enum(cls: type[Code], value: int, unknown: Code) -> Code:
@@ -87,11 +90,16 @@ def _caller_may(deps: AclDeps, context: RequestContext, operation: AclOperation)
     return cluster_allowed(deps.authorizer, context, operation)
 
 
-def _commit(deps: AclDeps, bindings: frozenset[AclBinding]) -> None:
-    """Store first, then swap the cache: an acknowledged change survives a restart."""
+async def _commit(
+    deps: AclDeps, added: frozenset[AclBinding], removed: frozenset[AclBinding]
+) -> None:
+    """Store first, then swap the cache: an acknowledged change survives a restart. The
+    change is applied to what is stored (in a cluster another broker may have changed it
+    since this cache was loaded); the other brokers learn it from the store's notices."""
     assert deps.authorizer is not None
-    deps.store.save(bindings)
-    deps.authorizer.replace_acls(bindings)
+    async with deps.lock:
+        stored = await asyncio.to_thread(deps.store.update, added, removed)
+        deps.authorizer.replace_acls(stored)
 
 
 # --- CreateAcls -------------------------------------------------------------------------------
@@ -126,10 +134,10 @@ async def handle_create_acls(deps: AclDeps, context: RequestContext, request: An
     wanted = current | added
     if len(wanted) > MAX_ACLS:
         return everyone(ErrorCode.INVALID_REQUEST, f"more than {MAX_ACLS} ACLs")
-    if wanted != current:
+    if added:  # even when the cache has them all: another broker may have just removed one
         try:
-            _commit(deps, wanted)
-        except OSError as error:
+            await _commit(deps, frozenset(added), frozenset())
+        except (OSError, TidelogError) as error:
             log.exception("cannot store ACLs")
             outcomes = [
                 (ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
@@ -222,8 +230,8 @@ async def handle_delete_acls(deps: AclDeps, context: RequestContext, request: An
     code, message = ErrorCode.NONE, None
     if claimed:
         try:
-            _commit(deps, current - claimed.keys())
-        except OSError as error:
+            await _commit(deps, frozenset(), frozenset(claimed))
+        except (OSError, TidelogError) as error:
             log.exception("cannot store ACLs")
             code, message = ErrorCode.UNKNOWN_SERVER_ERROR, str(error)
     results = []

@@ -29,18 +29,21 @@ from typing import Any
 
 from tidelog.broker import clock
 from tidelog.broker.handlers import metadata as metadata_handler
+from tidelog.broker.handlers.admin_common import require
+from tidelog.broker.handlers.authorization import (
+    Op,
+    Type,
+    allowed,
+    cluster_allowed,
+    cluster_operations,
+)
 from tidelog.broker.handlers.cluster_common import (
     ClusterDeps,
+    admin_deps,
     check_replication_config,
     joined,
 )
-from tidelog.broker.handlers.context import (
-    ALL_CLUSTER_OPERATIONS,
-    ALL_TOPIC_OPERATIONS,
-    HandlerTable,
-    RequestContext,
-    authorized_operations,
-)
+from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.replication.cluster_agent import topic_uuid
 from tidelog.broker.replication.replica_manager import REPLICATION_TOPIC_CONFIGS, Replication
 from tidelog.broker.topic_configs import validate_overrides
@@ -87,15 +90,28 @@ async def handle_metadata(deps: ClusterDeps, context: RequestContext, request: A
     version = context.header.api_version
     module = responses.response_module(ApiKey.METADATA, version)
     requested = metadata_handler.requested_names(deps.topics, request, version)
-    names = sorted(view.topics) if requested is None else requested
+    authorizer = deps.authorizer
+    # The single node's rules (metadata.py): DESCRIBE per topic, the others left out of an
+    # all-topics answer or refused when named; auto-creation needs CREATE.
+    if requested is None:
+        names = sorted(metadata_handler.described_topics(authorizer, context, view.topics))
+        refused: set[str] = set()
+    else:
+        names = requested
+        refused = set(names) - metadata_handler.described_topics(authorizer, context, names)
     allow_auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
     entries = []
     for name in dict.fromkeys(names):
         assignment = view.topics.get(name)
-        if assignment is None:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if allow_auto_create and deps.config.auto_create_topics:
-                code = await _auto_create(deps, replication, name)
+        if name in refused or assignment is None:
+            code = (ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in refused
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and allow_auto_create and (
+                deps.config.auto_create_topics
+            ):
+                code = (await _auto_create(deps, replication, name)
+                        if metadata_handler.may_auto_create(authorizer, context, name)
+                        else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             entries.append(responses.build(
                 module.MetadataResponseTopic, error_code=code, name=name, topic_id=None,
                 partitions=()))
@@ -111,9 +127,8 @@ async def handle_metadata(deps: ClusterDeps, context: RequestContext, request: A
                 _partition_entry(module, replication, TopicPartition(name, p), replicas)
                 for p, replicas in sorted(assignment.partitions.items())
             ),
-            topic_authorized_operations=authorized_operations(
-                getattr(request, "include_topic_authorized_operations", False),
-                ALL_TOPIC_OPERATIONS,
+            topic_authorized_operations=metadata_handler.topic_operations(
+                authorizer, context, request, name
             ),
         ))
     brokers = tuple(
@@ -127,9 +142,8 @@ async def handle_metadata(deps: ClusterDeps, context: RequestContext, request: A
         cluster_id=deps.identity.cluster_id,
         controller_id=view.controller_id,
         topics=tuple(entries),
-        cluster_authorized_operations=authorized_operations(
-            getattr(request, "include_cluster_authorized_operations", False),
-            ALL_CLUSTER_OPERATIONS,
+        cluster_authorized_operations=cluster_operations(
+            authorizer, context, getattr(request, "include_cluster_authorized_operations", False)
         ),
         error_code=ErrorCode.NONE,
     )
@@ -168,9 +182,15 @@ async def handle_create_topics(deps: ClusterDeps, context: RequestContext, reque
     version = context.header.api_version
     module = responses.response_module(ApiKey.CREATE_TOPICS, version)
     results = []
+    admin = admin_deps(deps)
+    authorizer = deps.authorizer
+    # CREATE on the cluster, or else on each topic (the single node's check, admin.py).
+    cluster_create = authorizer is None or cluster_allowed(authorizer, context, Op.CREATE)
     for topic in request.topics:
         fields: dict[str, Any] = {"num_partitions": -1, "replication_factor": -1}
         try:
+            if not cluster_create:
+                require(admin, context, Op.CREATE, Type.TOPIC, topic.name)
             if topic.assignments:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "manual assignments not supported")
             partitions = (deps.config.num_partitions if topic.num_partitions == -1
@@ -184,8 +204,14 @@ async def handle_create_topics(deps: ClusterDeps, context: RequestContext, reque
                     agent.create_topic, topic.name, partitions, factor, configs
                 )
                 topic_id = topic_uuid(assignment.topic_id)
-            fields.update(error_code=ErrorCode.NONE, error_message=None, topic_id=topic_id,
-                          num_partitions=partitions, replication_factor=factor)
+            fields.update(error_code=ErrorCode.NONE, error_message=None, topic_id=topic_id)
+            if authorizer is None or allowed(
+                authorizer, context, Op.DESCRIBE_CONFIGS, Type.TOPIC, topic.name
+            ):
+                fields.update(num_partitions=partitions, replication_factor=factor)
+            elif hasattr(module, "CreatableTopicConfigs"):
+                # Kafka echoes these only to a caller who may DESCRIBE_CONFIGS the topic.
+                fields["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         except KafkaError as error:
             fields.update(error_code=error.code, error_message=error.message or None)
         results.append(responses.build(module.CreatableTopicResult, name=topic.name, **fields))
@@ -194,7 +220,8 @@ async def handle_create_topics(deps: ClusterDeps, context: RequestContext, reque
 
 
 async def _request_deletion(
-    deps: ClusterDeps, replication: Replication, name: str | None, topic_id: uuid.UUID | None
+    deps: ClusterDeps, context: RequestContext, replication: Replication, name: str | None,
+    topic_id: uuid.UUID | None,
 ) -> str:
     if topic_id is not None:
         if name is not None:
@@ -205,6 +232,8 @@ async def _request_deletion(
         name = info.name
     if name is None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "neither topic name nor id given")
+    # DELETE on the topic, before its existence is looked at (the single node's check).
+    require(admin_deps(deps), context, Op.DELETE, Type.TOPIC, name)
     info = deps.topics.get(name)
     if info is not None and info.internal:
         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"internal topic {name!r}")
@@ -230,7 +259,7 @@ async def handle_delete_topics(deps: ClusterDeps, context: RequestContext, reque
         try:
             if (name, topic_id) in repeated:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "duplicate topic")
-            fields["name"] = await _request_deletion(deps, replication, name, topic_id)
+            fields["name"] = await _request_deletion(deps, context, replication, name, topic_id)
             fields["error_code"] = ErrorCode.NONE
         except KafkaError as error:
             fields.update(error_code=error.code, error_message=error.message or None)
@@ -263,6 +292,7 @@ async def handle_create_partitions(deps: ClusterDeps, context: RequestContext, r
         try:
             if topic.name in repeated:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "duplicate topic name")
+            require(admin_deps(deps), context, Op.ALTER, Type.TOPIC, topic.name)
             if topic.assignments is not None:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  "manual assignments are not supported in cluster mode")

@@ -29,13 +29,16 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from tidelog.broker.handlers import admin_configs
-from tidelog.broker.handlers.admin_common import AdminDeps, duplicates, failure, guard, log
+from tidelog.broker.handlers.admin_common import duplicates, failure, guard, log, require
+from tidelog.broker.handlers.authorization import Op, Type
 from tidelog.broker.handlers.cluster_common import (
     ClusterDeps,
+    admin_deps,
     check_replication_config,
     joined,
 )
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.producer import idempotent_write_refused
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.replication.replica_manager import REPLICATION_TOPIC_CONFIGS, Replication
 from tidelog.broker.topic_configs import ResourceType, apply_incremental, validate_overrides
@@ -91,8 +94,14 @@ def _replacing(deps: ClusterDeps, resource: Any) -> dict[str, str]:
 
 
 async def _alter_topic(
-    deps: ClusterDeps, resource: Any, incremental: bool, validate_only: bool
+    deps: ClusterDeps, context: RequestContext, resource: Any, incremental: bool,
+    validate_only: bool,
 ) -> dict[str, Any]:
+    # ALTER_CONFIGS on the topic, before anything about it is revealed (the single node's
+    # check, authorization.REQUIRED).
+    admin_configs._require_config_access(
+        admin_deps(deps), context, Op.ALTER_CONFIGS, resource
+    )
     replication = joined(deps)
     agent = replication.agent
     assert agent is not None
@@ -118,12 +127,14 @@ async def _alter(deps: ClusterDeps, context: RequestContext, request: Any, api_k
         elif resource.resource_type != ResourceType.TOPIC:
             # broker resources: the single-node rules (overrides_for is for topics only)
             outcome = guard(
-                admin_configs._alter_resource, _admin(deps), resource, lambda _r, _i: {},
-                request.validate_only,
+                admin_configs._alter_resource, admin_deps(deps), resource, lambda _r, _i: {},
+                request.validate_only, context,
             )
         else:
             try:
-                outcome = await _alter_topic(deps, resource, incremental, request.validate_only)
+                outcome = await _alter_topic(
+                    deps, context, resource, incremental, request.validate_only
+                )
             except KafkaError as error:
                 outcome = failure(error)
         results.append(responses.build(
@@ -145,12 +156,13 @@ async def handle_incremental_alter_configs(
 
 
 async def _delete_records_and_wait(
-    deps: ClusterDeps, topic: str, partition: int, offset: int, timeout_ms: int
+    deps: ClusterDeps, context: RequestContext, topic: str, partition: int, offset: int,
+    timeout_ms: int,
 ) -> dict[str, Any]:
     """Kafka's DelayedDeleteRecords, approximated: answered once every ISR follower has
     fetched twice after the deletion (the response to the first carries the new log start
     offset, and a follower applies a response before it fetches again)."""
-    outcome = guard(_delete_records, deps, topic, partition, offset)
+    outcome = guard(_delete_records, deps, context, topic, partition, offset)
     if outcome.get("error_code", ErrorCode.NONE) != ErrorCode.NONE:
         return outcome
     tp = TopicPartition(topic, partition)
@@ -165,7 +177,10 @@ async def _delete_records_and_wait(
     return outcome
 
 
-def _delete_records(deps: ClusterDeps, topic: str, partition: int, offset: int) -> dict[str, Any]:
+def _delete_records(
+    deps: ClusterDeps, context: RequestContext, topic: str, partition: int, offset: int
+) -> dict[str, Any]:
+    require(admin_deps(deps), context, Op.DELETE, Type.TOPIC, topic)  # before leadership
     if topic in INTERNAL_TOPICS:
         # Kafka's ReplicaManager.deleteRecordsOnLocalLog: clients cannot truncate them.
         raise KafkaError(
@@ -193,7 +208,7 @@ async def handle_delete_records(deps: ClusterDeps, context: RequestContext, requ
         partitions = []
         for item in topic.partitions:
             outcome = await _delete_records_and_wait(
-                deps, topic.name, item.partition_index, item.offset, timeout_ms
+                deps, context, topic.name, item.partition_index, item.offset, timeout_ms
             )
             outcome.setdefault("low_watermark", -1)
             partitions.append(responses.build(
@@ -232,7 +247,12 @@ async def handle_init_producer_id(
     deps: ClusterDeps, allocator: ClusterProducerIds, context: RequestContext, request: Any
 ) -> Any:
     cls = responses.response_class(ApiKey.INIT_PRODUCER_ID, context.header.api_version)
-    if request.transactional_id is not None:  # as the single node: no transactions
+    if idempotent_write_refused(deps.authorizer, context, request):  # the single node's check
+        return responses.build(
+            cls, throttle_time=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            producer_id=-1, producer_epoch=-1,
+        )
+    if request.transactional_id is not None:  # no transactions in cluster mode yet
         return responses.build(
             cls, throttle_time=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             producer_id=-1, producer_epoch=-1,
@@ -246,10 +266,6 @@ async def handle_init_producer_id(
         cls, throttle_time=0, error_code=ErrorCode.NONE, producer_id=producer_id,
         producer_epoch=0,
     )
-
-
-def _admin(deps: ClusterDeps) -> AdminDeps:
-    return AdminDeps(deps.config, deps.identity, deps.topics)
 
 
 def handlers(deps: ClusterDeps) -> HandlerTable:

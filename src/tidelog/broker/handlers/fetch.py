@@ -200,6 +200,15 @@ def _close(topics: list[FetchTopicData]) -> None:
                 piece.file.close()
 
 
+def _replica_id(request: Any) -> int:
+    """The fetching follower's id (-1: a consumer): `replica_id` in v4-v14, KIP-903's
+    `replica_state.replica_id` from v15."""
+    state = getattr(request, "replica_state", None)
+    if state is not None:
+        return int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))
+
+
 def _refused(
     authorizer: Authorizer, context: RequestContext, wanted: list[_Wanted], replica_id: int
 ) -> frozenset[str]:
@@ -220,7 +229,7 @@ async def handle_fetch(deps: FetchDeps, context: RequestContext, request: Any) -
     min_bytes = int(request.min_bytes)
     deadline_ms = clock.monotonic_ms() + max(0, _ms(request.max_wait))
     partitions = [item.tp for item in wanted if item.name]
-    replica_id = int(getattr(request, "replica_id", -1))  # a follower's fetch (v4-v14)
+    replica_id = _replica_id(request)
     read_committed = int(request.isolation_level) == 1
     refused = frozenset[str]()
     if deps.authorizer is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from tidelog.broker.handlers.authorization import Op, Type, allowed_names
+from tidelog.broker.handlers.authorization import Op, Type, allowed_names, cluster_allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.services import PartitionReplication
 from tidelog.broker.topic_registry import TopicRegistry
@@ -177,7 +177,13 @@ async def handle_offset_for_leader_epoch(
     version = context.header.api_version
     module = responses.response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
     topics = []
-    refused = _refused(deps, context, {topic.topic for topic in request.topics})
+    # A follower's truncation check (replica_id >= 0) is inter-broker: CLUSTER_ACTION on
+    # the cluster allows every topic; else DESCRIBE per topic (KIP-320 consumers; KafkaApis
+    # tries CLUSTER_ACTION first for any caller).
+    names = {topic.topic for topic in request.topics}
+    refused = set() if deps.authorizer is not None and cluster_allowed(
+        deps.authorizer, context, Op.CLUSTER_ACTION
+    ) else _refused(deps, context, names)
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:

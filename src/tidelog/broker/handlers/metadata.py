@@ -9,6 +9,7 @@ allows it (v4+ `allow_auto_topic_creation`; always allowed before v4, as in Kafk
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -21,12 +22,12 @@ from tidelog.broker.handlers.authorization import (
     allowed_names,
     cluster_allowed,
     cluster_operations,
+    resource_operations,
 )
 from tidelog.broker.handlers.context import (
     ALL_TOPIC_OPERATIONS,
     HandlerTable,
     RequestContext,
-    authorized_operations,
 )
 from tidelog.broker.metadata import TopicInfo, validate_topic_name
 from tidelog.broker.services import ClusterIdentity
@@ -107,38 +108,57 @@ def _error_entry(module: Any, name: str, code: ErrorCode) -> Any:
     )
 
 
+def described_topics(
+    authorizer: Authorizer | None, context: RequestContext, names: Iterable[str]
+) -> set[str]:
+    """The topics the caller may DESCRIBE: the only ones Metadata names (the others are left
+    out of an all-topics answer, TOPIC_AUTHORIZATION_FAILED when named). Every one without an
+    authorizer. Shared with the cluster handler (cluster.py)."""
+    wanted = set(names)
+    if authorizer is None:
+        return wanted
+    return allowed_names(authorizer, context, Op.DESCRIBE, Type.TOPIC, wanted)
+
+
+def may_auto_create(authorizer: Authorizer | None, context: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic (KafkaApis)."""
+    return (
+        authorizer is None
+        or cluster_allowed(authorizer, context, Op.CREATE)
+        or allowed(authorizer, context, Op.CREATE, Type.TOPIC, name)
+    )
+
+
+def topic_operations(
+    authorizer: Authorizer | None, context: RequestContext, request: Any, name: str
+) -> int:
+    """KIP-430 topic_authorized_operations for `name`."""
+    return resource_operations(
+        authorizer, context, getattr(request, "include_topic_authorized_operations", False),
+        Type.TOPIC, name, ALL_TOPIC_OPERATIONS,
+    )
+
+
 async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     module = responses.response_module(ApiKey.METADATA, version)
     names = requested_names(deps.topics, request, version)
     allow_auto_create = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
-    include_topic_operations = getattr(request, "include_topic_authorized_operations", False)
-    topic_operations = authorized_operations(include_topic_operations, ALL_TOPIC_OPERATIONS)
     authorizer = deps.authorizer
-
-    def operations_of(name: str) -> int:
-        if authorizer is None or not include_topic_operations:
-            return topic_operations
-        return authorizer.authorized_operations(
-            context.principal, context.client_host, Type.TOPIC, name
-        )
 
     entries = []
     if names is None:
         every = deps.topics.all()
         if authorizer is not None:  # topics the caller may not DESCRIBE are left out silently
-            visible = allowed_names(
-                authorizer, context, Op.DESCRIBE, Type.TOPIC, (info.name for info in every)
-            )
+            visible = described_topics(authorizer, context, (info.name for info in every))
             every = [info for info in every if info.name in visible]
-        entries = [_topic_entry(deps, module, info, operations_of(info.name)) for info in every]
+        entries = [
+            _topic_entry(deps, module, info, topic_operations(authorizer, context, request,
+                                                               info.name))
+            for info in every
+        ]
     else:
-        refused: set[str] = set()
-        may_create_any = True
-        if authorizer is not None:
-            wanted = set(names)
-            refused = wanted - allowed_names(authorizer, context, Op.DESCRIBE, Type.TOPIC, wanted)
-            may_create_any = cluster_allowed(authorizer, context, Op.CREATE)
+        refused = set(names) - described_topics(authorizer, context, names)
         for name in dict.fromkeys(names):
             if refused and name in refused:
                 entries.append(_error_entry(module, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
@@ -151,12 +171,8 @@ async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: 
                 except KafkaError as error:
                     entries.append(_error_entry(module, name, error.code))
                     continue
-            if info is None and allow_auto_create and deps.config.auto_create_topics and not (
-                authorizer is None
-                or may_create_any
-                or allowed(authorizer, context, Op.CREATE, Type.TOPIC, name)
-            ):
-                # Auto-creation needs CREATE on the cluster or on the topic (KafkaApis).
+            if (info is None and allow_auto_create and deps.config.auto_create_topics
+                    and not may_auto_create(authorizer, context, name)):
                 entries.append(_error_entry(module, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             if info is None and allow_auto_create:
@@ -172,7 +188,9 @@ async def handle_metadata(deps: MetadataDeps, context: RequestContext, request: 
             if info is None:
                 entries.append(_error_entry(module, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                entries.append(_topic_entry(deps, module, info, operations_of(name)))
+                entries.append(_topic_entry(
+                    deps, module, info, topic_operations(authorizer, context, request, name)
+                ))
         entries += [
             responses.build(
                 module.MetadataResponseTopic, error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,

@@ -30,6 +30,21 @@ class ProducerIdDeps:
     transactions: TransactionDeps | None = None  # None: transactional ids are refused
 
 
+def idempotent_write_refused(
+    authorizer: Authorizer | None, context: RequestContext, request: Any
+) -> bool:
+    """An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    (KIP-679); a transactional one is checked on its transactional id further on."""
+    return (
+        authorizer is not None
+        and request.transactional_id is None
+        and not cluster_allowed(authorizer, context, Op.IDEMPOTENT_WRITE)
+        and not authorizer.authorize_by_resource_type(
+            context.principal, context.client_host, Op.WRITE, Type.TOPIC
+        )
+    )
+
+
 async def handle_init_producer_id(
     deps: ProducerIdDeps, context: RequestContext, request: Any
 ) -> Any:

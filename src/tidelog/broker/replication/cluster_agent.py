@@ -28,11 +28,13 @@ from dataclasses import dataclass, field
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
 
 from tidelog.cluster import placement
 from tidelog.cluster import zk_layout as layout
 from tidelog.cluster.controller_zk import ClusterMember
 from tidelog.cluster.events import ControllerEvent, EventInbox
+from tidelog.cluster.zk_acls import CHANGE_PATHS, AclChanges, ZkAclError, ZkAclStore
 from tidelog.cluster.zk_admin import (
     CONFIG_CHANGE_PREFIX,
     CONFIG_TOPICS_PATH,
@@ -42,6 +44,7 @@ from tidelog.cluster.zk_admin import (
 from tidelog.cluster.zk_layout import BrokerRegistration, TopicAssignment, ZkLayoutError
 from tidelog.cluster.zk_store import VersionedState
 from tidelog.errors import ErrorCode, KafkaError
+from tidelog.security.acl import AclBinding
 from tidelog.types import TopicPartition
 
 log = logging.getLogger("tidelog.broker.cluster")
@@ -111,6 +114,7 @@ class ClusterAgent:
         loop: asyncio.AbstractEventLoop,
         on_view: Callable[[ClusterView], None],
         proposed_cluster_id: str = "",
+        on_acls: Callable[[frozenset[AclBinding]], None] | None = None,
     ) -> None:
         self.settings = settings
         self.broker_id = registration.broker_id
@@ -132,6 +136,13 @@ class ClusterAgent:
         self._stopping = threading.Event()
         self._watched: set[str] = set()
         self._thread: threading.Thread | None = None
+        # ACLs (with an authorizer): the change notices mark them dirty; the thread reloads
+        # them and hands the whole set to `on_acls` on the event loop.
+        self.acl_store = ZkAclStore(self._client)
+        self._acl_changes = AclChanges(self.acl_store)
+        self._on_acls = on_acls
+        self._acls_dirty = threading.Event()  # new notices to process
+        self._acls_stale = threading.Event()  # reconnected: notices may have been missed
 
     # ------------------------------------------------------------ lifecycle (blocking)
 
@@ -160,6 +171,13 @@ class ClusterAgent:
         self._client.ChildrenWatch(layout.BROKER_IDS_PATH, self._children_changed)
         self._client.ChildrenWatch(layout.TOPICS_PATH, self._children_changed)
         self._client.DataWatch(layout.CONTROLLER_PATH, self._data_changed)
+        if self._on_acls is not None:
+            # Loaded here, before the broker says ready; then every notice reloads them.
+            self.acl_store.ensure_change_paths()
+            self._publish(self._acl_changes.reload())
+            for path in CHANGE_PATHS:
+                self._client.ChildrenWatch(path, self._acl_notices)
+            self._client.add_listener(self._acl_session_state)
         self._mark_dirty()
         self._thread = threading.Thread(target=self._run, name="zookeeper-agent", daemon=True)
         self._thread.start()
@@ -196,6 +214,16 @@ class ClusterAgent:
     def _data_changed(self, data: bytes | None, stat: object) -> None:
         self._mark_dirty()
 
+    def _acl_notices(self, children: list[str]) -> None:
+        self._acls_dirty.set()
+        self._wake.set()
+
+    def _acl_session_state(self, state: KazooState) -> None:
+        if state == KazooState.CONNECTED:  # after a suspension or a new session
+            self._acls_stale.set()
+            self._acls_dirty.set()
+            self._wake.set()
+
     # ------------------------------------------------------------ the agent thread
 
     def _run(self) -> None:
@@ -210,9 +238,14 @@ class ClusterAgent:
                     self._dirty.clear()
                     view = self._read_view()
                     self._loop.call_soon_threadsafe(self._on_view, view)
+                if self._acls_dirty.is_set():
+                    self._acls_dirty.clear()
+                    self._refresh_acls()
             except (KazooException, KazooTimeoutError, ZkLayoutError, KafkaError) as error:
                 log.warning("cluster view refresh failed (%s); retrying", error)
                 self._mark_dirty()
+                if self._on_acls is not None:
+                    self._acls_dirty.set()
                 self._stopping.wait(RETRY_BACKOFF_S)
                 continue
             if self._member.wait_for_events(0):
@@ -220,6 +253,27 @@ class ClusterAgent:
                 # arrived meanwhile: handled next round, after a pause so a lost connection
                 # does not spin.
                 self._stopping.wait(RETRY_BACKOFF_S / 4)
+
+    def _refresh_acls(self) -> None:
+        """Apply new change notices (only the patterns they name are read again; after a
+        reconnect, everything), then purge expired notices."""
+        try:
+            if self._acls_stale.is_set():
+                self._acls_stale.clear()
+                self._publish(self._acl_changes.reload())
+            else:
+                bindings = self._acl_changes.process()
+                if bindings is not None:
+                    self._publish(bindings)
+            self.acl_store.purge_notices(int(time.time() * 1000))
+        except ZkAclError as error:
+            # A znode Kafka would not write: keep the last good ACLs (dropping a DENY would
+            # be a wrongful grant) and say so; the next notice tries again.
+            log.error("ACLs in ZooKeeper cannot be read (%s); keeping the previous ones", error)
+
+    def _publish(self, bindings: frozenset[AclBinding]) -> None:
+        assert self._on_acls is not None
+        self._loop.call_soon_threadsafe(self._on_acls, bindings)
 
     def _read_view(self) -> ClusterView:
         store = self._member.store
