@@ -10,7 +10,7 @@
    after the same fill, from an Apache Kafka broker (scripts/kafka: 4.3.1, KRaft, one node)
    started beside it, plus `format("tidelog")` reading that Kafka: six readers interleaved.
 2. Streaming latency (--latency): a producer sends --rate msg/s for --seconds with the send
-   time in the value; a streaming query (tidelog -> tidelog sink, exactly-once markers) copies
+   time in the value; a streaming query (tidelog -> tidelog sink, exactly-once) copies
    them to an output topic; a consumer computes receive time - send time. p50 / p99. 200
    warm-up messages go through the query first and are not measured.
 
