@@ -212,8 +212,9 @@ class TaskTransaction:
         return self.transactional_id
 
 
-def committed_batch(options: SinkOptions, txn: TaskTransaction, consumer: Consumer) -> int:
-    """The next batch id (query, task) has to write, from its progress group; 0 if none."""
+def committed_batch(options: SinkOptions, consumer: Consumer) -> int:
+    """The next batch id the consumer's progress group (one query, one task) has to write;
+    0 if it never committed one."""
     partition = TopicPartition(options.progress_topic, 0)
     answer = consumer.committed([partition], timeout=METADATA_TIMEOUT_S)[0]
     if answer.error is not None:
@@ -245,7 +246,7 @@ def write_task_transaction(
                                          "isolation.level": "read_committed"}))
     try:
         producer.init_transactions(METADATA_TIMEOUT_S)
-        if committed_batch(options, txn, consumer) > txn.batch_id:
+        if committed_batch(options, consumer) > txn.batch_id:
             return None
         failures: list[KafkaError] = []
         producer.begin_transaction()
