@@ -10,7 +10,7 @@
    after the same fill, from an Apache Kafka broker (scripts/kafka: 4.3.1, KRaft, one node)
    started beside it, plus `format("tidelog")` reading that Kafka: six readers interleaved.
 2. Streaming latency (--latency): a producer sends --rate msg/s for --seconds with the send
-   time in the value; a streaming query (tidelog -> tidelog sink, exactly-once markers) copies
+   time in the value; a streaming query (tidelog -> tidelog sink, exactly-once) copies
    them to an output topic; a consumer computes receive time - send time. p50 / p99. 200
    warm-up messages go through the query first and are not measured.
 
@@ -283,6 +283,11 @@ def latency_benchmark(spark: SparkSession, bootstrap: str, rate: int, seconds: i
             raise RuntimeError("the warm-up micro-batch did not finish")
         time.sleep(0.1)
     warm_batches = len(query.recentProgress)
+    # Measured records start at the end of the warm-up output (its transactions' commit
+    # markers take offsets too, so that is not WARM_UP_MESSAGES).
+    watch = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watch"})
+    first_measured = watch.get_watermark_offsets(TopicPartition(sink, 0), timeout=10)[1]
+    watch.close()
     total = rate * seconds
 
     def send() -> None:
@@ -302,7 +307,7 @@ def latency_benchmark(spark: SparkSession, bootstrap: str, rate: int, seconds: i
     sender.start()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
                          "enable.auto.commit": False})
-    consumer.assign([TopicPartition(sink, 0, WARM_UP_MESSAGES)])
+    consumer.assign([TopicPartition(sink, 0, first_measured)])
     latencies: list[float] = []
     deadline = time.monotonic() + seconds + 60
     while len(latencies) < total and time.monotonic() < deadline:

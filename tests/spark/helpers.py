@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 BASE_TIMESTAMP_MS = 1_700_000_000_000
 
@@ -50,3 +51,30 @@ def reader(spark, bootstrap: str, **options: str):  # type: ignore[no-untyped-de
     for key, value in options.items():
         frame = frame.option(key, value)
     return frame.load()
+
+
+def read_to_end(bootstrap: str, topic: str, partitions: int = 1,
+                isolation: str = "read_uncommitted") -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record of `topic` up to its end (the LSO for read_committed).
+    Done by position, not by the last record's offset: transactions leave control records
+    (and, for read_committed, aborted ones) that the consumer skips."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-tests-check",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        ends = {}
+        for partition in range(partitions):
+            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10,
+                                                        cached=False)
+            ends[partition] = high
+        wanted = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        records: list[tuple[bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 60
+        while not all(tp.offset >= ends[tp.partition] for tp in consumer.position(wanted)):
+            assert time.monotonic() < deadline, f"{topic}: not read to its end in 60 s"
+            for message in consumer.consume(1000, timeout=0.5):
+                assert message.error() is None, message.error()
+                records.append((message.key(), message.value()))
+        return records
+    finally:
+        consumer.close()

@@ -5,13 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
 from pyspark import cloudpickle
 
 from tidelog.spark.sink import TidelogStreamWriter, parse_sink_options
 from tidelog.spark.source import TidelogDataSource
 
-from .helpers import produce
+from .helpers import produce, read_to_end
 
 # Spark workers cannot import this test module: ship its classes by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -35,24 +34,8 @@ class FailingCommitSource(TidelogDataSource):
         return FailingCommitWriter(parse_sink_options(self.options))
 
 
-def _consume_all(bootstrap: str, topic: str, partitions: int = 1) -> list[tuple[bytes, bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sink-check",
-                         "enable.auto.commit": False})
-    try:
-        result: list[tuple[bytes, bytes]] = []
-        for partition in range(partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
-            consumer.assign([TopicPartition(topic, partition, low)])
-            next_offset = low
-            while next_offset < high:
-                # consume() waits for num_messages or the timeout: ask for what is left.
-                messages = consumer.consume(high - next_offset, timeout=10)
-                assert messages, f"{topic}/{partition}: nothing at offset {next_offset}"
-                result.extend((m.key(), m.value()) for m in messages if m.error() is None)
-                next_offset = messages[-1].offset() + 1
-        return result
-    finally:
-        consumer.close()
+def _consume_all(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
+    return read_to_end(bootstrap, topic, 1, "read_committed")  # type: ignore[return-value]
 
 
 def test_batch_write_then_read_back(spark, bootstrap, new_topic) -> None:  # type: ignore[no-untyped-def]
