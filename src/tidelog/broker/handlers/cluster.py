@@ -37,9 +37,9 @@ from tidelog.broker.handlers.authorization import (
     cluster_allowed,
     cluster_operations,
 )
+from tidelog.broker.handlers.cluster_as_admin import admin_deps
 from tidelog.broker.handlers.cluster_common import (
     ClusterDeps,
-    admin_deps,
     check_replication_config,
     joined,
 )

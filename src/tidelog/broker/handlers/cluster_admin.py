@@ -31,9 +31,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 from tidelog.broker.handlers import admin_configs
 from tidelog.broker.handlers.admin_common import duplicates, failure, guard, log, require
 from tidelog.broker.handlers.authorization import Op, Type
+from tidelog.broker.handlers.cluster_as_admin import admin_deps
 from tidelog.broker.handlers.cluster_common import (
     ClusterDeps,
-    admin_deps,
     check_replication_config,
     joined,
 )

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from tidelog.broker.config import BrokerConfig
 from tidelog.broker.delayed import AppendWaiters
-from tidelog.broker.handlers.admin_common import AdminDeps
 from tidelog.broker.replication.replica_manager import Replication
 from tidelog.broker.services import ClusterIdentity
 from tidelog.broker.topic_registry import TopicRegistry
@@ -22,12 +21,6 @@ class ClusterDeps:
     replication: Replication
     append_waiters: AppendWaiters
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
-
-
-def admin_deps(deps: ClusterDeps) -> AdminDeps:
-    """The single-node admin handlers' deps: their checks (admin_common.require) serve here,
-    so each API's ACLs are written once (authorization.REQUIRED)."""
-    return AdminDeps(deps.config, deps.identity, deps.topics, deps.authorizer)
 
 
 def joined(deps: ClusterDeps) -> Replication:
