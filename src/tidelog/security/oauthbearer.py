@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidelog.errors import TidelogError
-from tidelog.security.sasl import SaslAuthenticationError
+from tidelog.security.sasl import SaslAuthenticationError, SingleMessageServer
 
 MAX_JWT_BYTES = 16 * 1024
 _HASHES = {"256": "SHA256", "384": "SHA384", "512": "SHA512"}
@@ -93,26 +93,16 @@ class JwtValidator:
                 raise SaslAuthenticationError("OAUTHBEARER: unexpected audience")
 
 
-class OAuthBearerServer:
+class OAuthBearerServer(SingleMessageServer):
     mechanism = "OAUTHBEARER"
 
     def __init__(self, validator: JwtValidator, now_ms: Callable[[], int]) -> None:
+        super().__init__()
         self._validator = validator
         self._now_ms = now_ms
-        self._username: str | None = None
-
-    @property
-    def complete(self) -> bool:
-        return self._username is not None
-
-    @property
-    def username(self) -> str:
-        assert self._username is not None, "not authenticated"
-        return self._username
 
     def evaluate(self, token: bytes) -> bytes:
-        if self._username is not None:
-            raise SaslAuthenticationError("OAUTHBEARER: a token after the exchange completed")
+        self._refuse_after_completion()
         try:
             message = token.decode("utf-8")
         except UnicodeDecodeError:
@@ -132,7 +122,7 @@ class OAuthBearerServer:
         principal = self._validator.validate(jwt.strip(), self._now_ms())
         if gs2_parts[1] and gs2_parts[1][2:] != principal:
             raise SaslAuthenticationError("OAUTHBEARER: authzid is not the token's principal")
-        self._username = principal
+        self._accept(principal)
         return b""
 
 

@@ -3,31 +3,21 @@ store serves PLAIN and SCRAM. Send it over TLS only: the password crosses the wi
 
 from __future__ import annotations
 
-from tidelog.security.sasl import CredentialSource, SaslAuthenticationError
+from tidelog.security.sasl import CredentialSource, SaslAuthenticationError, SingleMessageServer
 from tidelog.security.scram_credentials import MAX_USERNAME_BYTES, SCRAM_MECHANISMS
 
 
-class PlainServer:
+class PlainServer(SingleMessageServer):
     """RFC 4616: one message `[authzid] NUL authcid NUL passwd`, an empty answer."""
 
     mechanism = "PLAIN"
 
     def __init__(self, source: CredentialSource) -> None:
+        super().__init__()
         self._source = source
-        self._username: str | None = None
-
-    @property
-    def complete(self) -> bool:
-        return self._username is not None
-
-    @property
-    def username(self) -> str:
-        assert self._username is not None, "not authenticated"
-        return self._username
 
     def evaluate(self, token: bytes) -> bytes:
-        if self._username is not None:
-            raise SaslAuthenticationError("PLAIN: a token after the exchange completed")
+        self._refuse_after_completion()
         parts = token.split(b"\x00")
         if len(parts) != 3:
             raise SaslAuthenticationError("PLAIN: expected authzid NUL authcid NUL passwd")
@@ -54,5 +44,5 @@ class PlainServer:
                 matched = True
         if not matched:
             raise SaslAuthenticationError(f"PLAIN: wrong password for {username!r}")
-        self._username = username
+        self._accept(username)
         return b""

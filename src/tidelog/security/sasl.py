@@ -49,3 +49,30 @@ class SaslServer(Protocol):
     def username(self) -> str: ...
 
     def evaluate(self, token: bytes) -> bytes: ...
+
+
+class SingleMessageServer:
+    """A mechanism that authenticates with one client message (PLAIN, OAUTHBEARER): it is
+    complete once `_accept(username)` ran, and refuses any later token."""
+
+    mechanism: str
+
+    def __init__(self) -> None:
+        self._username: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self._username is not None
+
+    @property
+    def username(self) -> str:
+        assert self._username is not None, "not authenticated"
+        return self._username
+
+    def _refuse_after_completion(self) -> None:
+        if self._username is not None:
+            raise SaslAuthenticationError(f"{self.mechanism}: a token after the exchange completed")
+
+    def _accept(self, username: str) -> None:
+        self._username = username
+
