@@ -18,7 +18,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exports,
     OffsetSpec,
 )
 
-from tidelog.console.errors import NotFound, describe_error, wait_for
+from tidelog.console.errors import (
+    AUTHORIZATION_CODES,
+    NotFound,
+    describe_error,
+    not_allowed,
+    wait_for,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +40,8 @@ class ClusterClients:
                  client_config: Mapping[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
-        # The seat for SASL sign-in (security issue): per-user settings go in client_config.
+        # Against a SASL cluster client_config carries the signed-in user's credentials
+        # (cluster_sessions).
         self._base: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
             "client.id": "tidelog-console",
@@ -50,7 +57,8 @@ class ClusterClients:
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient(dict(self._base))
+            # Never create a topic by asking about it (the producer-type default is true).
+            self._admin = AdminClient({**self._base, "allow.auto.create.topics": False})
         return self._admin
 
     @property
@@ -82,7 +90,14 @@ class ClusterClients:
     def topic_metadata(self, name: str) -> Any:
         md = self.metadata()
         topic = md.topics.get(name)
-        if topic is None or (topic.error is not None and topic.error.code() in
+        if topic is None:
+            # All-topics metadata leaves out topics the user may not describe: ask by name,
+            # so a refusal is told as one (Kafka answers it before existence).
+            topic = self.metadata(name).topics.get(name)
+        error = topic.error if topic is not None else None
+        if error is not None and error.code() in AUTHORIZATION_CODES:
+            raise not_allowed(f"describing topic {name!r}", error.name())
+        if topic is None or (error is not None and error.code() in
                              (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)):
             raise NotFound(f"topic {name!r} does not exist")
         return topic

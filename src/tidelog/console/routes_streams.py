@@ -17,7 +17,7 @@ from tidelog.console.cluster_messages import message_dict
 from tidelog.console.errors import BadRequest
 from tidelog.console.filters import FilterError, compile_filter
 from tidelog.console.openapi import api
-from tidelog.console.web import blocking, state_of
+from tidelog.console.web import blocking, cluster_of, state_of
 
 TAIL_BATCH_MAX = 50
 
@@ -48,20 +48,20 @@ async def metrics_stream(request: Request) -> Response:
 @api("GET", "/api/topics/{topic}/tail",
      "Server-sent events: new messages (filter applies); sampled, with the count skipped")
 async def tail(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     topic = request.path_params["topic"]
     try:
         keep = compile_filter(request.query_params.get("filter", ""))
     except FilterError as error:
         raise BadRequest(f"filter: {error}") from None
-    meta = await blocking(lambda: state.cluster.topic(topic))  # 404 before streaming
+    meta = await blocking(lambda: cluster.topic(topic))  # 404 before streaming
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=20)
     stop = threading.Event()
     ends = {p["partition"]: p["log_end_offset"] for p in meta["partitions"]}
 
     def pump() -> None:
-        consumer = state.cluster.consumer()
+        consumer = cluster.consumer()
         try:
             consumer.assign([TopicPartition(topic, p, o) for p, o in ends.items()])
             while not stop.is_set():
