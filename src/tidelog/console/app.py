@@ -22,6 +22,7 @@ from tidelog.console import (
     routes_groups,
     routes_messages,
     routes_overview,
+    routes_security,
     routes_session,
     routes_streams,
     routes_topics,
@@ -39,7 +40,8 @@ log = logging.getLogger("tidelog.console")
 STATIC_DIR = Path(__file__).parent / "static"
 # Route modules, one per page family; each handler is declared with openapi.api().
 ROUTE_MODULES: tuple[ModuleType, ...] = (routes_session, routes_overview, routes_topics,
-                                         routes_messages, routes_streams, routes_groups)
+                                         routes_messages, routes_streams, routes_groups,
+                                         routes_security)
 
 
 async def api_not_found(request: Request) -> Response:
