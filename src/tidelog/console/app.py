@@ -26,6 +26,7 @@ from tidelog.console import (
     routes_session,
     routes_streams,
     routes_topics,
+    routes_transactions,
 )
 from tidelog.console.auth import AuditLog, Sessions
 from tidelog.console.cluster import Cluster
@@ -41,7 +42,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 # Route modules, one per page family; each handler is declared with openapi.api().
 ROUTE_MODULES: tuple[ModuleType, ...] = (routes_session, routes_overview, routes_topics,
                                          routes_messages, routes_streams, routes_groups,
-                                         routes_security)
+                                         routes_security, routes_transactions)
 
 
 async def api_not_found(request: Request) -> Response:

@@ -20,7 +20,8 @@ from tidelog.console.cluster_admin import AdminCalls
 from tidelog.console.cluster_groups import GroupCalls
 from tidelog.console.cluster_messages import MessageCalls
 from tidelog.console.cluster_security import SecurityCalls
+from tidelog.console.cluster_transactions import TransactionCalls
 
 
-class Cluster(AdminCalls, MessageCalls, GroupCalls, SecurityCalls):
+class Cluster(AdminCalls, MessageCalls, GroupCalls, SecurityCalls, TransactionCalls):
     """Every cluster call the console makes; one per console process."""
