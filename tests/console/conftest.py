@@ -58,14 +58,19 @@ def start_broker(factory: BrokerFactory, data_dir: Path | None = None, *, port: 
     return broker
 
 
-def start_console(tmp: Path, bootstrap: str, metrics_port: int,
-                  password: str | None = PASSWORD, timeout_s: float = 5.0) -> ConsoleProcess:
+def start_console(tmp: Path, bootstrap: str, metrics_port: int | None,
+                  password: str | None = PASSWORD, timeout_s: float = 5.0,
+                  client: dict[str, str] | None = None) -> ConsoleProcess:
     config = tmp / "console.toml"
     audit = tmp / "audit.jsonl"
-    lines = [f'metrics = ["http://127.0.0.1:{metrics_port}/metrics"]',
-             f'audit_log = "{audit}"', "metrics_interval = 1.0", f"timeout = {timeout_s}"]
+    lines = [f'audit_log = "{audit}"', "metrics_interval = 1.0", f"timeout = {timeout_s}"]
+    if metrics_port is not None:
+        lines.append(f'metrics = ["http://127.0.0.1:{metrics_port}/metrics"]')
     if password:
         lines.append(f'password = "{password}"')
+    if client:
+        lines.append("[client]")
+        lines += [f'"{k}" = "{v}"' for k, v in client.items()]
     config.write_text("\n".join(lines) + "\n")
     log_path = tmp / "console.log"
     with log_path.open("ab") as log_file:
@@ -122,6 +127,69 @@ def console_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleEnv
         client = sign_in(console.url)
         yield ConsoleEnv(broker, console, client)
         client.close()
+    finally:
+        if console is not None:
+            console.stop()
+            text = console.log_text()
+            assert "Traceback" not in text, text[-4000:]
+        bad = factory.stop_all()
+    if bad:
+        pytest.fail("broker logged a traceback:\n" + "\n".join(bad))
+
+
+# -- a SASL cluster with the ACL authorizer (tests/console/test_security.py) -------------------
+
+SASL_ADMIN = ("admin", "admin-secret")  # the broker's super user, added offline
+SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}  # added through the console
+SASL_CLIENT = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256"}
+
+
+def sasl_sign_in(url: str, user: str, password: str) -> httpx.Client:
+    client = httpx.Client(base_url=url, timeout=30)
+    token = client.get("/api/session").json()["csrf_token"]
+    response = client.post("/api/session", json={"user": user, "password": password},
+                           headers={"X-CSRF-Token": token})
+    assert response.status_code == 200, response.text
+    client.headers["X-CSRF-Token"] = response.json()["csrf_token"]
+    return client
+
+
+@dataclass
+class SaslEnv:
+    broker: BrokerProcess
+    console: ConsoleProcess
+    admin: httpx.Client  # signed in as the super user
+
+    def client_settings(self, user: str, password: str) -> dict[str, str]:
+        return {"bootstrap.servers": self.broker.bootstrap, **SASL_CLIENT,
+                "sasl.username": user, "sasl.password": password}
+
+
+@pytest.fixture(scope="module")
+def sasl_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslEnv]:
+    """One SASL_PLAINTEXT broker with the ACL authorizer (super user admin) and one console
+    whose users sign in with SCRAM-SHA-256; alice and bob are created through the console."""
+    tmp = tmp_path_factory.mktemp("console-sasl")
+    data_dir = tmp / "data"
+    result = subprocess.run(
+        [sys.executable, "-m", "tidelog.cli.main", "users", "add", SASL_ADMIN[0], "--password",
+         SASL_ADMIN[1], "--data-dir", str(data_dir)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    factory = BrokerFactory(tmp)
+    console: ConsoleProcess | None = None
+    try:
+        broker = factory(data_dir, listen=None, settings={
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": f"User:{SASL_ADMIN[0]}",
+            "connection.failed.authentication.delay.ms": "10"})
+        console = start_console(tmp, broker.bootstrap, None, password=None, client=SASL_CLIENT)
+        admin = sasl_sign_in(console.url, *SASL_ADMIN)
+        for user, password in SASL_USERS.items():
+            r = admin.post("/api/users", json={"name": user, "password": password})
+            assert r.status_code == 201, r.text
+        yield SaslEnv(broker, console, admin)
+        admin.close()
     finally:
         if console is not None:
             console.stop()

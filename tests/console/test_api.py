@@ -433,3 +433,15 @@ def test_frontend_served(console_env: ConsoleEnv, path: str) -> None:
     if r.status_code == 503:
         pytest.fail("frontend bundle not built: run scripts/setup")
     assert r.status_code == 200 and "<div id=\"root\">" in r.text
+
+
+def test_security_and_transactions_without_an_authorizer(console_env: ConsoleEnv) -> None:
+    """The plain broker has no authorizer: the ACL page says so; users and transactions list."""
+    c = console_env.client
+    acls = c.get("/api/acls").json()
+    assert acls["enabled"] is False and "no authorizer" in acls["reason"]
+    assert isinstance(c.get("/api/users").json()["users"], list)
+    assert isinstance(c.get("/api/transactions").json()["transactions"], list)
+    # Without SASL the console password stays the sign-in; the session says so.
+    session = c.get("/api/session").json()
+    assert session["sasl_mechanism"] is None and session["password_required"] is True

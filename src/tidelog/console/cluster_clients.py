@@ -20,11 +20,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exports,
 
 from tidelog.console.errors import (
     AUTHORIZATION_CODES,
+    ClusterError,
     NotFound,
     describe_error,
     not_allowed,
     wait_for,
 )
+from tidelog.console.kafka_raw import RawConnection
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,16 @@ class ClusterClients:
     def close(self) -> None:
         if self._producer is not None:
             self._producer.flush(1)
+
+    def raw(self, address: tuple[str, int] | None = None) -> RawConnection:
+        """A hand-made connection (kafka_raw) with this client's security settings, to
+        `address` or to any live broker, for requests confluent-kafka lacks or mishandles."""
+        if address is None:
+            brokers = list(self.metadata().brokers.values())
+            if not brokers:
+                raise ClusterError("the cluster named no brokers", 503)
+            address = (brokers[0].host, brokers[0].port)
+        return RawConnection(address[0], address[1], self._base, self.timeout_s)
 
     # -- metadata and offsets ----------------------------------------------------------------
 

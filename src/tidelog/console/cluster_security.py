@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exports, untyped
     AclBinding,
     AclBindingFilter,
@@ -26,26 +25,33 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exports,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kio.schema.errors import ErrorCode
 
 from tidelog.console.cluster_clients import ClusterClients
 from tidelog.console.errors import (
+    AUTHORIZATION_CODES,
     BadRequest,
+    ClusterError,
     Conflict,
     NotFound,
-    describe_error,
     not_allowed,
     wait_for,
 )
+from tidelog.console.kafka_raw import schema_module
 
 CLUSTER_NAME = "kafka-cluster"
+DESCRIBE_ACLS, DESCRIBE_USER_SCRAM_CREDENTIALS = 29, 50
+SECURITY_DISABLED = 54
 RESOURCE_TYPES = {"TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP,
                   "CLUSTER": ResourceType.BROKER, "TRANSACTIONAL_ID": ResourceType.TRANSACTIONAL_ID}
+_RESOURCE_NAMES = {int(v.value): k for k, v in RESOURCE_TYPES.items()}
 PATTERN_TYPES = ("LITERAL", "PREFIXED")
 OPERATIONS = ("ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
               "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE")
 PERMISSIONS = ("ALLOW", "DENY")
 MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
               "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
+_MECHANISM_NAMES = {int(v.value): k for k, v in MECHANISMS.items()}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384  # Kafka's bounds
 MAX_TEXT = 1000  # names, principals, hosts and passwords
 
@@ -156,34 +162,34 @@ def _acl_of(binding: Any) -> dict[str, str]:
 class SecurityCalls(ClusterClients):
     def acls(self, filters: Mapping[str, str | None]) -> dict[str, Any]:
         """Every ACL matching the filters (None: any). {enabled: false} without an
-        authorizer (the cluster answers SECURITY_DISABLED)."""
-        def pick(key: str, enum: Any, any_: Any) -> Any:
+        authorizer (SECURITY_DISABLED). Sent by hand (DescribeAcls v1): librdkafka 2.16 drops
+        the answer's top-level error, so a refusal would read as "no ACLs"."""
+        def code(key: str, enum: Any) -> int:
             value = filters.get(key)
-            return enum[value] if value else any_
+            return int(enum[value].value) if value else 1  # 1: ANY
 
         kind = filters.get("resource_type")
-        args: list[Any] = [
-            RESOURCE_TYPES[kind] if kind else ResourceType.ANY, filters.get("name"),
-            pick("pattern_type", ResourcePatternType, ResourcePatternType.ANY),
-            filters.get("principal"), filters.get("host"),
-            pick("operation", AclOperation, AclOperation.ANY),
-            pick("permission", AclPermissionType, AclPermissionType.ANY)]
-        flt = AclBindingFilter(*args)
-        future = self.admin.describe_acls(flt, request_timeout=self.timeout_s)
-        try:
-            bindings = future.result(self.timeout_s)
-        except KafkaException as error:
-            kafka_error = error.args[0] if error.args else None
-            if isinstance(kafka_error, KafkaError) and \
-                    kafka_error.code() == KafkaError.SECURITY_DISABLED:
-                return {"enabled": False, "acls": [],
-                        "reason": "the cluster has no authorizer (authorizer.class.name)"}
-            raise describe_error(error, "listing ACLs") from None
-        except Exception as error:
-            raise describe_error(error, "listing ACLs") from None
-        rows = sorted((_acl_of(b) for b in bindings),
-                      key=lambda r: (r["resource_type"], r["name"], r["principal"],
-                                     r["operation"]))
+        module = schema_module(DESCRIBE_ACLS, 1)
+        request = module.DescribeAclsRequest(
+            resource_type_filter=int(RESOURCE_TYPES[kind].value) if kind else 1,
+            resource_name_filter=filters.get("name"),
+            pattern_type_filter=code("pattern_type", ResourcePatternType),
+            principal_filter=filters.get("principal"), host_filter=filters.get("host"),
+            operation=code("operation", AclOperation),
+            permission_type=code("permission", AclPermissionType))
+        with self.raw() as conn:
+            answer = conn.call(DESCRIBE_ACLS, 1, request)
+        error = answer.error_code.value
+        if error == SECURITY_DISABLED:
+            return {"enabled": False, "acls": [],
+                    "reason": "the cluster has no authorizer (authorizer.class.name)"}
+        _raise_for(error, "listing ACLs", answer.error_message)
+        rows = [Acl(_RESOURCE_NAMES.get(int(r.resource_type), str(r.resource_type)),
+                    r.resource_name, ResourcePatternType(int(r.pattern_type)).name,
+                    a.principal, a.host, AclOperation(int(a.operation)).name,
+                    AclPermissionType(int(a.permission_type)).name).as_dict()
+                for r in answer.resources for a in r.acls]
+        rows.sort(key=lambda r: (r["resource_type"], r["name"], r["principal"], r["operation"]))
         return {"enabled": True, "acls": rows}
 
     def create_acls(self, acls: Sequence[Acl]) -> None:
@@ -202,26 +208,21 @@ class SecurityCalls(ClusterClients):
 
     # -- SCRAM users --------------------------------------------------------------------------
 
-    def _check_may_describe_cluster(self, doing: str) -> None:
-        """librdkafka 2.16 aborts the process (munmap_chunk: invalid pointer) on a
-        DescribeUserScramCredentials answer carrying an error, so ask first, through KIP-430's
-        authorized operations, whether the cluster lets this user DESCRIBE it."""
-        future = self.admin.describe_cluster(include_authorized_operations=True,
-                                             request_timeout=self.timeout_s)
-        described = wait_for(future, "describing the cluster", self.timeout_s)
-        allowed = {op.name for op in described.authorized_operations or ()}
-        if not allowed & {"DESCRIBE", "ALL", "ALTER"}:
-            raise not_allowed(doing, "CLUSTER_AUTHORIZATION_FAILED")
-
     def users(self, doing: str = "describing SCRAM users") -> list[dict[str, Any]]:
-        self._check_may_describe_cluster(doing)
-        future: Any = self.admin.describe_user_scram_credentials(request_timeout=self.timeout_s)
-        described = wait_for(future, "describing SCRAM users", self.timeout_s)
-        return [{"name": name,
-                 "mechanisms": [{"mechanism": _mechanism_name(i.mechanism),
-                                 "iterations": i.iterations}
-                                for i in d.scram_credential_infos]}
-                for name, d in sorted(described.items())]
+        """Sent by hand (DescribeUserScramCredentials v0): librdkafka 2.16 aborts the process
+        (munmap_chunk: invalid pointer) on an answer carrying an error, e.g. a refusal."""
+        module = schema_module(DESCRIBE_USER_SCRAM_CREDENTIALS, 0)
+        with self.raw() as conn:
+            answer = conn.call(DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+                               module.DescribeUserScramCredentialsRequest(users=None))
+        _raise_for(answer.error_code.value, doing, answer.error_message)
+        return [{"name": r.user,
+                 "mechanisms": [{"mechanism": _MECHANISM_NAMES.get(int(i.mechanism),
+                                                                   str(i.mechanism)),
+                                 "iterations": int(i.iterations)}
+                                for i in r.credential_infos]}
+                for r in sorted(answer.results, key=lambda r: r.user)
+                if r.error_code.value == 0]
 
     def _mechanisms_of(self, user: str, doing: str) -> list[str]:
         for row in self.users(doing):
@@ -261,5 +262,17 @@ class SecurityCalls(ClusterClients):
         return mechanisms
 
 
-def _mechanism_name(mechanism: Any) -> str:
-    return str(getattr(mechanism, "name", mechanism)).replace("_", "-")
+def _raise_for(code: int, doing: str, message: str | None) -> None:
+    if code == 0:
+        return
+    name = _error_name(code)
+    if code in {int(c) for c in AUTHORIZATION_CODES}:
+        raise not_allowed(doing, name)
+    raise ClusterError(f"{doing}: {message or name}")
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return f"error {code}"

@@ -43,7 +43,7 @@ class TransactionCalls(ClusterClients):
         return {b.id: (b.host, b.port) for b in md.brokers.values()}
 
     def _connect(self, address: tuple[str, int]) -> RawConnection:
-        return RawConnection(address[0], address[1], self._base, self.timeout_s)
+        return self.raw(address)
 
     def transactions(self) -> dict[str, Any]:
         brokers = self._brokers()

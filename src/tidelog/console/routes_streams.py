@@ -9,12 +9,12 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from tidelog.console.cluster_messages import message_dict
-from tidelog.console.errors import BadRequest
+from tidelog.console.errors import BadRequest, not_allowed
 from tidelog.console.filters import FilterError, compile_filter
 from tidelog.console.openapi import api
 from tidelog.console.web import blocking, cluster_of, state_of
@@ -67,8 +67,11 @@ async def tail(request: Request) -> Response:
             while not stop.is_set():
                 batch, skipped = [], 0
                 for m in consumer.consume(1000, 0.5):
-                    if m.error() is not None:
-                        continue
+                    error = m.error()
+                    if error is not None:
+                        if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                            raise not_allowed(f"reading topic {topic!r}", error.name())
+                        continue  # end of partition; the unused group's coordinator
                     decoded = message_dict(m)
                     if keep(decoded):
                         batch.append(decoded)
