@@ -53,7 +53,9 @@ def start_broker(factory: BrokerFactory, data_dir: Path | None = None, *, port: 
     args = ["--metrics", f"127.0.0.1:{metrics_port}"]
     if port:
         args += ["--listen", f"127.0.0.1:{port}"]
-    broker = factory(data_dir, extra_args=args)
+    # A new group's first join would wait 3 s (Kafka's default delay): the tests make several.
+    broker = factory(data_dir, extra_args=args,
+                     settings={"group.initial.rebalance.delay.ms": "0"})
     broker.metrics_port = metrics_port  # type: ignore[attr-defined]
     return broker
 
@@ -116,8 +118,10 @@ class ConsoleEnv:
     client: httpx.Client
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def console_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleEnv]:
+    """One broker and console shared by test_api.py and test_e2e.py (each test uses its own
+    topic and group names)."""
     tmp = tmp_path_factory.mktemp("console")
     factory = BrokerFactory(tmp)
     console: ConsoleProcess | None = None
@@ -182,7 +186,8 @@ def sasl_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslEnv]:
             "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "super.users": f"User:{SASL_ADMIN[0]}",
-            "connection.failed.authentication.delay.ms": "10"})
+            "connection.failed.authentication.delay.ms": "10",
+            "group.initial.rebalance.delay.ms": "0"})
         console = start_console(tmp, broker.bootstrap, None, password=None, client=SASL_CLIENT)
         admin = sasl_sign_in(console.url, *SASL_ADMIN)
         for user, password in SASL_USERS.items():

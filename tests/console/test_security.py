@@ -17,6 +17,8 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 
+from tidelog.console.cluster import Cluster
+from tidelog.console.cluster_sessions import SessionClusters
 from tidelog.console.config import ConsoleConfigError, load_console_config
 
 from .conftest import SASL_ADMIN, SASL_USERS, SaslEnv, sasl_sign_in, wait_for
@@ -75,6 +77,31 @@ def test_config_names_the_security_protocol(tmp_path: Path) -> None:
     ]:
         with pytest.raises(ConsoleConfigError, match=words):
             load(text)
+
+
+def test_session_clients_are_bounded_and_dropped() -> None:
+    """Each signed-in user's clients: at most `limit` sessions keep theirs, least recently
+    used closed first; a dropped (signed-out, expired) session's are closed at once."""
+    made: list[dict[str, str]] = []
+
+    def make(extra: Any) -> Cluster:
+        made.append(dict(extra))
+        return Cluster("127.0.0.1:1", 1.0, {**extra})  # clients are made lazily: no traffic
+
+    pool = SessionClusters(make, limit=2)
+    a = pool.get("s1", ("alice", "pw-a"))
+    pool.get("s2", ("bob", "pw-b"))
+    assert pool.get("s1", ("alice", "pw-a")) is a  # s1 is now the most recently used
+    pool.get("s3", ("carol", "pw-c"))  # evicts s2, the least recently used
+    assert len(pool) == 2
+    assert pool.get("s1", ("alice", "pw-a")) is a
+    pool.get("s2", ("bob", "pw-b"))  # made again from the session's credentials
+    assert [m["sasl.username"] for m in made] == ["alice", "bob", "carol", "bob"]
+    pool.drop("s2")
+    pool.drop("s2")
+    assert len(pool) == 1
+    pool.close_all()
+    assert len(pool) == 0
 
 
 # -- sign-in -----------------------------------------------------------------------------------

@@ -60,8 +60,11 @@ try {
   const filters = page.getByRole("form", { name: "ACL filters" });
   await filters.getByLabel("Resource name").fill(env.TOPIC);
   await filters.getByRole("button", { name: "Filter" }).click();
-  await page.getByTestId("acl-row").nth(2).waitFor();
-  if ((await page.getByTestId("acl-row").count()) !== 3) throw new Error("expected 3 ACLs for the topic");
+  // The filtered list replaces the whole one: wait for exactly the topic's three rows.
+  await page.waitForFunction((topic) => {
+    const rows = [...document.querySelectorAll('[data-testid="acl-row"]')];
+    return rows.length === 3 && rows.every((r) => r.textContent.includes(topic));
+  }, env.TOPIC);
   await shot("s2-acls-created");
 
   step("SCRAM users: create, rotate, delete");

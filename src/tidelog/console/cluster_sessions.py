@@ -50,14 +50,14 @@ class SessionClusters:
                     evicted.append(self._open.popitem(last=False)[1])
             self._open.move_to_end(session_id)
         for old in evicted:
-            old.close()
+            _close_later(old)
         return cluster
 
     def drop(self, session_id: str) -> None:
         with self._lock:
             cluster = self._open.pop(session_id, None)
         if cluster is not None:
-            cluster.close()
+            _close_later(cluster)
 
     def close_all(self) -> None:
         with self._lock:
@@ -68,6 +68,12 @@ class SessionClusters:
 
     def __len__(self) -> int:
         return len(self._open)
+
+
+def _close_later(cluster: Cluster) -> None:
+    """Closing flushes the producer (up to a second): never on the event loop, which is where
+    sessions expire and are evicted."""
+    threading.Thread(target=cluster.close, name="close-session-clients", daemon=True).start()
 
 
 def verify_credentials(base: Mapping[str, Any], credentials: tuple[str, str],
