@@ -145,7 +145,7 @@ def console_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleEnv
 
 SASL_ADMIN = ("admin", "admin-secret")  # the broker's super user, added offline
 SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}  # added through the console
-SASL_CLIENT = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256"}
+SASL_CLIENT = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256"}
 
 
 def sasl_sign_in(url: str, user: str, password: str) -> httpx.Client:
@@ -163,37 +163,43 @@ class SaslEnv:
     broker: BrokerProcess
     console: ConsoleProcess
     admin: httpx.Client  # signed in as the super user
+    ca: str  # the CA file clients trust
 
     def client_settings(self, user: str, password: str) -> dict[str, str]:
         return {"bootstrap.servers": self.broker.bootstrap, **SASL_CLIENT,
-                "sasl.username": user, "sasl.password": password}
+                "ssl.ca.location": self.ca, "sasl.username": user, "sasl.password": password}
 
 
 @pytest.fixture(scope="module")
 def sasl_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslEnv]:
-    """One SASL_PLAINTEXT broker with the ACL authorizer (super user admin) and one console
-    whose users sign in with SCRAM-SHA-256; alice and bob are created through the console."""
+    """One SASL_SSL broker with the ACL authorizer (super user admin) and one console whose
+    users sign in with SCRAM-SHA-256 over TLS (librdkafka's and the hand-made connections);
+    alice and bob are created through the console."""
     tmp = tmp_path_factory.mktemp("console-sasl")
-    data_dir = tmp / "data"
-    result = subprocess.run(
-        [sys.executable, "-m", "tidelog.cli.main", "users", "add", SASL_ADMIN[0], "--password",
-         SASL_ADMIN[1], "--data-dir", str(data_dir)], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
+    data_dir, certs = tmp / "data", tmp / "certs"
+    for args in (["users", "add", SASL_ADMIN[0], "--password", SASL_ADMIN[1], "--data-dir",
+                  str(data_dir)], ["certs", "--dir", str(certs)]):
+        result = subprocess.run([sys.executable, "-m", "tidelog.cli.main", *args],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+    ca = str(certs / "ca.pem")
     factory = BrokerFactory(tmp)
     console: ConsoleProcess | None = None
     try:
         broker = factory(data_dir, listen=None, settings={
-            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "listeners": "SASL_SSL://127.0.0.1:0",
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs / "broker.pem"),
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "super.users": f"User:{SASL_ADMIN[0]}",
             "connection.failed.authentication.delay.ms": "10",
             "group.initial.rebalance.delay.ms": "0"})
-        console = start_console(tmp, broker.bootstrap, None, password=None, client=SASL_CLIENT)
+        console = start_console(tmp, broker.bootstrap, None, password=None,
+                                client={**SASL_CLIENT, "ssl.ca.location": ca})
         admin = sasl_sign_in(console.url, *SASL_ADMIN)
         for user, password in SASL_USERS.items():
             r = admin.post("/api/users", json={"name": user, "password": password})
             assert r.status_code == 201, r.text
-        yield SaslEnv(broker, console, admin)
+        yield SaslEnv(broker, console, admin, ca)
         admin.close()
     finally:
         if console is not None:
