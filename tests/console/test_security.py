@@ -17,11 +17,20 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 
+from tidelog.console.auth import SESSION_TTL_S, Sessions
 from tidelog.console.cluster import Cluster
 from tidelog.console.cluster_sessions import SessionClusters
 from tidelog.console.config import ConsoleConfigError, load_console_config
 
-from .conftest import SASL_ADMIN, SASL_USERS, SaslEnv, sasl_sign_in, wait_for
+from .conftest import (
+    SASL_ADMIN,
+    SASL_CLIENT,
+    SASL_USERS,
+    SaslEnv,
+    sasl_sign_in,
+    start_console,
+    wait_for,
+)
 
 WEB = Path(__file__).resolve().parents[2] / "console" / "web"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "security"
@@ -104,6 +113,20 @@ def test_session_clients_are_bounded_and_dropped() -> None:
     assert len(pool) == 0
 
 
+def test_expired_and_signed_out_sessions_close_their_clients() -> None:
+    dropped: list[str] = []
+    sessions = Sessions(None, dropped.append)
+    expired = sessions.create("alice", ("alice", "pw"))
+    expired.created -= SESSION_TTL_S + 1
+    assert sessions.get(expired.id) is None
+    assert dropped == [expired.id]
+    signed_out = sessions.create("bob", ("bob", "pw"))
+    sessions.drop(signed_out.id)
+    sessions.drop(signed_out.id)
+    assert dropped == [expired.id, signed_out.id]
+    assert "pw" not in repr(signed_out)  # credentials stay out of logs and reprs
+
+
 # -- sign-in -----------------------------------------------------------------------------------
 
 def test_sign_in_with_kafka_credentials(sasl_env: SaslEnv) -> None:
@@ -170,6 +193,31 @@ def test_the_clusters_acls_decide_what_each_user_sees_and_does(sasl_env: SaslEnv
         assert refused and refused[0]["ok"] is False and "not allowed" in refused[0]["error"]
     finally:
         bob.close()
+
+
+def test_sign_in_with_plain(sasl_env: SaslEnv, tmp_path: Path) -> None:
+    """A console whose users sign in with PLAIN (over TLS): librdkafka's handshake and the
+    hand-made connections' PLAIN both work, and refusals read the same."""
+    console = start_console(tmp_path, sasl_env.broker.bootstrap, None, password=None, client={
+        **SASL_CLIENT, "sasl.mechanism": "PLAIN", "ssl.ca.location": sasl_env.ca})
+    try:
+        with httpx.Client(base_url=console.url, timeout=30) as anonymous:
+            session = anonymous.get("/api/session").json()
+            assert session["sasl_mechanism"] == "PLAIN"
+            assert "refused the PLAIN sign-in" in error_of(anonymous.post(
+                "/api/session", json={"user": "alice", "password": "wrong"},
+                headers={"X-CSRF-Token": session["csrf_token"]}), 401)
+        alice = sasl_sign_in(console.url, "alice", SASL_USERS["alice"])
+        try:
+            assert alice.get("/api/topics").status_code == 200
+            assert error_of(alice.get("/api/acls"), 403) == (
+                "You are not allowed to list ACLs (CLUSTER_AUTHORIZATION_FAILED)")
+            assert alice.get("/api/transactions").status_code == 200
+        finally:
+            alice.close()
+    finally:
+        console.stop()
+    assert "Traceback" not in console.log_text()
 
 
 # -- ACLs --------------------------------------------------------------------------------------
