@@ -431,17 +431,32 @@ def test_security_pages_in_chromium(sasl_env: SaslEnv) -> None:
     if not (WEB / "node_modules" / "playwright-core").is_dir():
         pytest.fail("console/web/node_modules missing: run scripts/setup (npm ci)")
     topic = create_topic(sasl_env, "e2e-sec")
+    # A hanging transaction for the Transactions page to abort.
+    txn_topic, txn_id = create_topic(sasl_env, "e2e-txn"), new_name("e2e-txn")
+    producer = Producer({**sasl_env.client_settings(*SASL_ADMIN), "transactional.id": txn_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(txn_topic, b"hanging")
+    assert producer.flush(30) == 0
+    wait_for(lambda: any(t["transactional_id"] == txn_id and "start_offset" in
+                         (t.get("partitions") or [{}])[0]
+                         for t in sasl_env.admin.get("/api/transactions").json()["transactions"]),
+             20, "the hanging transaction listed")
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     env = {**os.environ, "CONSOLE_URL": sasl_env.console.url, "ARTIFACTS": str(ARTIFACTS),
            "CHROMIUM": CHROMIUM, "TOPIC": topic, "ADMIN_USER": SASL_ADMIN[0],
            "ADMIN_PASSWORD": SASL_ADMIN[1], "BOB_PASSWORD": SASL_USERS["bob"],
-           "NEW_USER": new_name("dave")}
+           "NEW_USER": new_name("dave"), "TXN_TOPIC": txn_topic}
     result = subprocess.run(["node", str(WEB / "e2e" / "security.e2e.mjs")], cwd=WEB, env=env,
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
     acls = sasl_env.admin.get("/api/acls", params={"name": topic}).json()["acls"]
     assert {(a["principal"], a["operation"]) for a in acls} == {
         ("User:bob", "WRITE"), ("User:bob", "DESCRIBE"), ("User:bob", "CREATE")}
+    aborted = [e for e in sasl_env.admin.get("/api/audit").json()["entries"]
+               if e["action"] == "abort-transaction" and e["target"] == f"{txn_topic}-0"]
+    assert [(e["user"], e["ok"]) for e in aborted] == [("admin", True)]
+    del producer
     for name in ["s0-sign-in", "s1-security-acls", "s2-acls-created", "s3-users",
                  "s4-transactions", "s5-denied"]:
         assert (ARTIFACTS / f"{name}.png").stat().st_size > 5000, name

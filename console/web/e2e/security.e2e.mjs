@@ -2,7 +2,8 @@
 // in Debian's headless Chromium (playwright-core). tests/console/test_security.py starts the
 // broker and console and runs: node security.e2e.mjs. Settings from the environment:
 // CONSOLE_URL, ARTIFACTS, TOPIC, ADMIN_USER, ADMIN_PASSWORD (a super user), BOB_PASSWORD (a
-// user without rights), NEW_USER (a SCRAM user to create, rotate and delete).
+// user without rights), NEW_USER (a SCRAM user to create, rotate and delete), TXN_TOPIC (holds a
+// hanging transaction to abort).
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -85,10 +86,12 @@ try {
   await page.getByRole("status").filter({ hasText: `Deleted user ${env.NEW_USER}.` }).waitFor();
   await page.getByTestId(`user-row-${env.NEW_USER}`).waitFor({ state: "detached" });
 
-  step("transactions page");
+  step("transactions page: abort the hanging transaction");
   await goTo("Transactions");
   await page.getByRole("heading", { name: "Transactions" }).waitFor();
-  await page.getByTestId("txn-table").waitFor();
+  await page.getByRole("button", { name: `Abort the transaction on ${env.TXN_TOPIC}-0` }).click();
+  await page.getByRole("button", { name: "Confirm abort" }).click();
+  await page.getByRole("status").filter({ hasText: `Aborted the transaction on ${env.TXN_TOPIC}-0` }).waitFor();
   await shot("s4-transactions");
 
   step("a user without rights sees the refusal in words");

@@ -24,6 +24,10 @@ export function Transactions() {
   return (
     <section>
       <h1>Transactions</h1>
+      <p className="muted">
+        Abort writes an ABORT marker for the producer on that partition (as kafka-transactions abort), so a hanging transaction no longer
+        holds back read_committed consumers; the coordinator keeps its state until the transaction times out.
+      </p>
       <div className="toolbar">
         <button onClick={() => void txns.reload()}>Refresh</button>
       </div>
