@@ -97,7 +97,11 @@ def test_security_and_transactions_against_apache_kafka(kafka_console: ConsolePr
         r = c.post("/api/users", json={"name": "ak-carol", "password": "first-pw",
                                        "mechanism": "SCRAM-SHA-512", "iterations": 8192})
         assert r.status_code == 201, r.text
-        users = {u["name"]: u["mechanisms"] for u in c.get("/api/users").json()["users"]}
+        # Kafka's brokers describe users from their metadata image, which follows the
+        # controller's commit a moment later.
+        users = wait_for(lambda: (lambda u: u if "ak-carol" in u else None)(
+            {u["name"]: u["mechanisms"] for u in c.get("/api/users").json()["users"]}),
+            30, "ak-carol in Kafka's metadata")
         assert users["ak-carol"] == [{"mechanism": "SCRAM-SHA-512", "iterations": 8192}]
         r = c.put("/api/users/ak-carol/password", json={"password": "second-pw",
                                                         "mechanism": "SCRAM-SHA-512"})
