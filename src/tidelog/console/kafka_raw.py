@@ -154,7 +154,8 @@ def scram_exchange(mechanism: str, user: str, password: str,
     server_first = step(("n,," + first_bare).encode("utf-8")).decode("utf-8", "replace")
     fields = dict(part.split("=", 1) for part in server_first.split(",") if "=" in part)
     try:
-        nonce, salt, iterations = fields["r"], base64.b64decode(fields["s"]), int(fields["i"])
+        nonce, iterations = fields["r"], int(fields["i"])
+        salt = base64.b64decode(fields["s"], validate=True)
     except (KeyError, ValueError):
         raise Unauthenticated("the cluster's SCRAM server-first-message is malformed") from None
     if not nonce.startswith(client_nonce) or not 1 <= iterations <= MAX_SCRAM_ITERATIONS:
