@@ -343,6 +343,23 @@ def test_users_api(sasl_env: SaslEnv) -> None:
                if e["target"] == name)
 
 
+def test_a_session_whose_password_was_rotated(sasl_env: SaslEnv) -> None:
+    """The hand-made requests authenticate each time: once the admin rotates the user's
+    password, they answer 401 in words (the user signs in again)."""
+    name = new_name("erin")
+    c = sasl_env.admin
+    assert c.post("/api/users", json={"name": name, "password": "old-pw"}).status_code == 201
+    erin = sasl_sign_in(sasl_env.console.url, name, "old-pw")
+    try:
+        assert "not allowed to list ACLs" in error_of(erin.get("/api/acls"), 403)
+        assert c.put(f"/api/users/{name}/password", json={"password": "new-pw"}).status_code \
+            == 200
+        assert "refused the SCRAM-SHA-256 sign-in" in error_of(erin.get("/api/acls"), 401)
+    finally:
+        erin.close()
+    sasl_sign_in(sasl_env.console.url, name, "new-pw").close()
+
+
 def _authenticates(settings: dict[str, str]) -> bool:
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
