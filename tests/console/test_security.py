@@ -469,7 +469,8 @@ def test_security_pages_in_chromium(sasl_env: SaslEnv) -> None:
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
     acls = sasl_env.admin.get("/api/acls", params={"name": topic}).json()["acls"]
     assert {(a["principal"], a["operation"]) for a in acls} == {
-        ("User:bob", "WRITE"), ("User:bob", "DESCRIBE"), ("User:bob", "CREATE")}
+        ("User:bob", "WRITE"), ("User:bob", "DESCRIBE"), ("User:bob", "CREATE"),
+        ("User:alice", "READ")}  # the last made with the keyboard only
     aborted = [e for e in sasl_env.admin.get("/api/audit").json()["entries"]
                if e["action"] == "abort-transaction" and e["target"] == f"{txn_topic}-0"]
     assert [(e["user"], e["ok"]) for e in aborted] == [("admin", True)]

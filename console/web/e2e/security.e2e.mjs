@@ -68,6 +68,20 @@ try {
   }, env.TOPIC);
   await shot("s2-acls-created");
 
+  step("one ACL, keyboard only");
+  await page.getByText("Create one ACL").focus();
+  await page.keyboard.press("Enter"); // opens the form
+  await page.keyboard.press("Tab"); // resource type: TOPIC
+  await page.keyboard.press("Tab"); // resource name
+  await page.keyboard.type(env.TOPIC);
+  await page.keyboard.press("Tab"); // pattern: LITERAL
+  await page.keyboard.press("Tab"); // principal
+  await page.keyboard.type("User:alice");
+  for (let i = 0; i < 4; i++) await page.keyboard.press("Tab"); // host, operation READ, ALLOW, the button
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="acl-row"]')]
+    .some((r) => r.textContent.includes("User:alice") && r.textContent.includes("READ")));
+
   step("SCRAM users: create, rotate, delete");
   await page.getByText("Create a user").click();
   const create = page.getByRole("form", { name: "New user" });
