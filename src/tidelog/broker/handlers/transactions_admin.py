@@ -62,20 +62,24 @@ async def handle_describe_transactions(
 ) -> Any:
     version = context.header.api_version
     module = responses.response_module(ApiKey.DESCRIBE_TRANSACTIONS, version)
-    coordinator = deps.transactions().coordinator
+    service = deps.transactions()
     authorizer = deps.authorizer
     states = []
     for txn_id in list(request.transactional_ids)[:_MAX_IDS]:
         refused = authorizer is not None and not allowed(
             authorizer, context, Op.DESCRIBE, Type.TRANSACTIONAL_ID, txn_id
         )
-        metadata = None if refused else coordinator.describe(txn_id)
+        error = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if refused
+                 else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+        try:
+            metadata = None if refused else service.describe(txn_id)
+        except KafkaError as elsewhere:  # another broker coordinates it, or it is loading
+            metadata, error = None, elsewhere.code
         if metadata is None:
             # Kafka sets only the error: every other field keeps its schema default (0, "").
             states.append(responses.build(
                 module.TransactionState,
-                error_code=(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if refused
-                            else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND),
+                error_code=error,
                 transactional_id=txn_id, transaction_state="", transaction_timeout=0,
                 transaction_start_time=_time(0), producer_id=0, producer_epoch=0,
             ))
@@ -115,7 +119,7 @@ async def handle_list_transactions(
     now_ms = clock.now_ms()
     authorizer = deps.authorizer
     listed = []
-    for txn_id, metadata in sorted(deps.transactions().coordinator.transactions.items()):
+    for txn_id, metadata in sorted(deps.transactions().all_transactions().items()):
         if authorizer is not None and not allowed(
             authorizer, context, Op.DESCRIBE, Type.TRANSACTIONAL_ID, txn_id
         ):
