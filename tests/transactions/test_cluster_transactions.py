@@ -159,6 +159,31 @@ def test_commit_and_abort_across_partitions_led_by_different_brokers(cluster: Cl
     assert sorted(seen_all) == sorted(committed | aborted)
 
 
+def test_send_offsets_to_transaction_commits_offsets_with_the_output(cluster: Cluster) -> None:
+    """TxnOffsetCommit in a cluster: the group's offsets are pending in its (replicated)
+    `__consumer_offsets` partition until the marker, which the transaction coordinator sends
+    to that partition's leader: committed with the output, dropped on abort."""
+    group = "txn-offsets"
+    source = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group,
+                       "enable.auto.commit": False, "isolation.level": "read_committed"})
+    producer = _producer(cluster, "offsets")
+    try:
+        for offset, commit in ((5, True), (9, False)):
+            producer.begin_transaction()
+            producer.produce(TOPIC, b"offsets-%d" % offset, partition=1)
+            producer.send_offsets_to_transaction(
+                [CkTopicPartition(TOPIC, 0, offset)], source.consumer_group_metadata(), 30)
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.flush(30)
+                producer.abort_transaction(30)
+        committed = source.committed([CkTopicPartition(TOPIC, 0)], timeout=30)
+        assert [tp.offset for tp in committed] == [5]
+    finally:
+        source.close()
+
+
 # ------------------------------------------------------------------ the kill loop
 
 
