@@ -37,7 +37,8 @@ from tidelog.cluster.zookeeper_server import ZooKeeperServer
 TOPIC = "txn-orders"
 PARTITIONS = 3
 TXN_STATE = "__transaction_state"
-FIND_COORDINATOR = 10
+FIND_COORDINATOR, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 10, 61, 65, 66
+NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR = 6, 16
 KILL_LOOP_S = float(os.environ.get("TIDELOG_TXN_KILL_SECONDS", "55"))
 SOAK_KILLS = int(os.environ.get("TIDELOG_TXN_KILLS", "0"))  # 0: as many as fit in KILL_LOOP_S
 SETTINGS = (
@@ -182,6 +183,50 @@ def test_send_offsets_to_transaction_commits_offsets_with_the_output(cluster: Cl
         assert [tp.offset for tp in committed] == [5]
     finally:
         source.close()
+
+
+def test_describe_and_list_transactions_answer_at_the_coordinator(cluster: Cluster) -> None:
+    """DescribeTransactions is answered by the id's coordinator (NOT_COORDINATOR elsewhere);
+    ListTransactions by every broker for the ids it coordinates (Kafka's admin client asks
+    them all)."""
+    producer = _producer(cluster, "described")
+    producer.begin_transaction()
+    producer.produce(TOPIC, b"described-0", partition=0)
+    producer.flush(30)  # AddPartitionsToTxn done: the transaction is Ongoing
+    try:
+        coordinator = _coordinator_of(cluster, "described")
+        describe = raw_requests._module(DESCRIBE_TRANSACTIONS, 0).DescribeTransactionsRequest(
+            transactional_ids=("described",))
+        listing = raw_requests._module(LIST_TRANSACTIONS, 0).ListTransactionsRequest(
+            state_filters=(), producer_id_filters=())
+        listed: dict[int, set[str]] = {}
+        for node_id, broker in cluster.brokers.items():
+            state = raw_requests.call(
+                broker.address, DESCRIBE_TRANSACTIONS, 0, describe).transaction_states[0]
+            if node_id == coordinator:
+                assert (state.error_code, state.transaction_state) == (0, "Ongoing")
+                assert [(t.topic, list(t.partitions)) for t in state.topics] == [(TOPIC, [0])]
+            else:
+                assert state.error_code == NOT_COORDINATOR
+            answer = raw_requests.call(broker.address, LIST_TRANSACTIONS, 0, listing)
+            assert answer.error_code == 0
+            listed[node_id] = {t.transactional_id for t in answer.transaction_states}
+        assert {n for n, ids in listed.items() if "described" in ids} == {coordinator}
+        # DescribeProducers: the partition's leader shows the open transaction's first offset.
+        leader = cluster.wait_for_partition(TOPIC, lambda _: True, 0)[0]
+        module = raw_requests._module(DESCRIBE_PRODUCERS, 0)
+        producers = module.DescribeProducersRequest(topics=(
+            module.TopicRequest(name=TOPIC, partition_indexes=(0,)),))
+        for node_id, broker in cluster.brokers.items():
+            answer = raw_requests.call(broker.address, DESCRIBE_PRODUCERS, 0, producers)
+            partition = answer.topics[0].partitions[0]
+            if node_id == leader:
+                assert partition.error_code == 0
+                assert any(p.current_txn_start_offset >= 0 for p in partition.active_producers)
+            else:
+                assert partition.error_code == NOT_LEADER_OR_FOLLOWER
+    finally:
+        producer.abort_transaction(30)
 
 
 # ------------------------------------------------------------------ the kill loop

@@ -126,7 +126,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     ))
     table |= transactions.handlers(txn_deps)
     table |= transactions_admin.handlers(
-        transactions_admin.TransactionAdminDeps(topics, load_transactions, authorizer)
+        transactions_admin.TransactionAdminDeps(topics, load_transactions, authorizer, replication)
     )
     if replication is None:
         # Single node: users in the data directory. A cluster keeps them per broker today,

@@ -1,7 +1,12 @@
-"""Transaction admin APIs (single node): DescribeTransactions (65, v0), ListTransactions
-(66, v0-1) from the transaction coordinator's state, and DescribeProducers (61, v0) from each
-partition's producer state (what Kafka's `kafka-transactions` tool reads to find hanging
-transactions). State names are Kafka's TransactionState names.
+"""Transaction admin APIs: DescribeTransactions (65, v0), ListTransactions (66, v0-1) from
+the transaction coordinator's state, and DescribeProducers (61, v0) from each partition's
+producer state (what Kafka's `kafka-transactions` tool reads to find hanging transactions).
+State names are Kafka's TransactionState names.
+
+In a cluster each broker answers for what it holds, as Kafka's brokers do: DescribeTransactions
+for the ids it coordinates (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS for the others),
+ListTransactions the ids of the `__transaction_state` partitions it leads (the admin client
+asks every broker), DescribeProducers the partitions it leads (NOT_LEADER_OR_FOLLOWER).
 
 ACLs (handlers/authorization.py, KafkaApis): DescribeTransactions DESCRIBE on each id, its
 partitions listed only for topics the caller may DESCRIBE; ListTransactions lists only ids the
@@ -25,8 +30,10 @@ from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.security.authorizer import Authorizer
+from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
+    from tidelog.broker.services import PartitionReplication
     from tidelog.broker.transactions.service import TransactionService
 
 STATE_NAMES = {
@@ -47,6 +54,7 @@ class TransactionAdminDeps:
     topics: TopicRegistry
     transactions: Callable[[], TransactionService]
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
+    replication: PartitionReplication | None = None  # cluster mode: leaders answer
 
 
 def _response(api_key: ApiKey, version: int, **fields: Any) -> Any:
@@ -154,6 +162,8 @@ async def handle_describe_producers(
             try:
                 if refused and topic.name in refused:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if deps.replication is not None:
+                    deps.replication.check_produce(TopicPartition(topic.name, index), 0)
                 state = deps.topics.partition_log(topic.name, index).producer_state
             except KafkaError as error:
                 partitions.append(responses.build(
