@@ -1,6 +1,9 @@
-"""Transactions (single node): AddPartitionsToTxn (24, v0-5), AddOffsetsToTxn (25, v0-4),
-EndTxn (26, v0-4), WriteTxnMarkers (27, v1-2), TxnOffsetCommit (28, v0-4), and InitProducerId
-with a transactional.id (`init_transactional`, called by `producer.py`).
+"""Transactions: AddPartitionsToTxn (24, v0-5), AddOffsetsToTxn (25, v0-4), EndTxn (26,
+v0-4), WriteTxnMarkers (27, v1-2), TxnOffsetCommit (28, v0-4), and InitProducerId with a
+transactional.id (`init_transactional`, called by `producer.py`). The same handlers serve a
+single node and a cluster: in a cluster the service answers NOT_COORDINATOR for ids whose
+`__transaction_state` partition another broker leads, WriteTxnMarkers appends acks=all
+(`deps.replication`), and new producer ids come from ZooKeeper blocks.
 
 Kafka version rules: PRODUCER_FENCED exists for InitProducerId v4+, AddPartitionsToTxn v2+,
 AddOffsetsToTxn v2+, EndTxn v2+ and TxnOffsetCommit v3+ (KIP-588); older versions get
