@@ -312,7 +312,14 @@ def _retrying(end: Callable[[float], None]) -> None:
 
 
 def _kill_loop(cluster: Cluster, stop: threading.Event, kills: list[int],
-               limit: int) -> None:
+               limit: int, failures: list[BaseException]) -> None:
+    try:
+        _kill(cluster, stop, kills, limit)
+    except BaseException as error:  # reported by the test, not lost with the thread
+        failures.append(error)
+
+
+def _kill(cluster: Cluster, stop: threading.Event, kills: list[int], limit: int) -> None:
     """SIGKILL a broker (a partition leader or the coordinators' broker, alternately) and
     restart it once the survivors lead everything; one broker down at a time."""
     rng = random.Random(7)
@@ -348,8 +355,9 @@ def test_kill_loop_keeps_transactions_whole(cluster: Cluster) -> None:
     read: list[bytes] = []
     kills: list[int] = []
     killer_stop = threading.Event()
+    killer_failures: list[BaseException] = []
     killer = threading.Thread(target=_kill_loop,
-                              args=(cluster, killer_stop, kills, SOAK_KILLS))
+                              args=(cluster, killer_stop, kills, SOAK_KILLS, killer_failures))
     killer.start()
     deadline = time.monotonic() + (KILL_LOOP_S if SOAK_KILLS == 0 else 24 * 3600)
     try:
@@ -364,6 +372,7 @@ def test_kill_loop_keeps_transactions_whole(cluster: Cluster) -> None:
         for writer in writers:
             writer.join(120)
     assert not killer.is_alive() and not any(w.is_alive() for w in writers)
+    assert not killer_failures, killer_failures
     # All brokers up and in sync: read on until every committed value is there.
     committed = {v for values in ledger.committed.values() for v in values}
     maybe = {v for values in ledger.unknown.values() for v in values}
