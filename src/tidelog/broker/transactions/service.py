@@ -289,9 +289,19 @@ class TransactionService:
                 raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "markers not written")
         else:
             await self._write_cluster_markers(partition, epoch, request)
-        coordinator, _ = self._current(partition, epoch)
-        done = coordinator.complete_markers(transactional_id, clock.now_ms())
-        await self._append(partition, epoch, done.records)
+        while True:
+            coordinator, _ = self._current(partition, epoch)
+            done = coordinator.complete_markers(transactional_id, clock.now_ms())
+            try:
+                await self._append(partition, epoch, done.records)
+                return
+            except KafkaError as error:
+                # Kafka's tryAppendToLog: the complete record is retried while this broker
+                # still coordinates (too few replicas, a timeout); a lost partition stops it.
+                if self.replication is None or error.code is ErrorCode.NOT_COORDINATOR:
+                    raise
+                log.info("completing transaction %s: %s, retrying", transactional_id, error)
+            await asyncio.sleep(MARKER_RETRY_BACKOFF_S)
 
     def _current(self, partition: int, epoch: int) -> tuple[TransactionCoordinator, int]:
         """The partition's coordinator if it is still the one at `epoch` (else NOT_COORDINATOR:
