@@ -86,7 +86,7 @@ class TransactionService:
         self.epochs: dict[int, int] = {}
         self._loading: dict[int, object] = {}  # partition -> token of the load in flight
         self._locks: dict[str, asyncio.Lock] = {}
-        self._finishing: dict[str, asyncio.Task[None]] = {}
+        self._finishing: dict[str, tuple[int, asyncio.Task[None]]] = {}  # id -> (epoch, task)
         self._background: set[asyncio.Task[None]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._expiry_timer: asyncio.TimerHandle | None = None
@@ -262,12 +262,20 @@ class TransactionService:
         return task
 
     def _finish_task(self, transactional_id: str, partition: int, epoch: int) -> asyncio.Task[None]:
-        """The one task writing the id's markers and completing its transaction."""
-        task = self._finishing.get(transactional_id)
-        if task is None or task.done():
-            task = self._spawn(self._finish(transactional_id, partition, epoch))
-            self._finishing[transactional_id] = task
-            task.add_done_callback(lambda _: self._finishing.pop(transactional_id, None))
+        """The one task writing the id's markers and completing its transaction at this
+        coordinator epoch (one left from an older epoch stops by itself: NOT_COORDINATOR)."""
+        current = self._finishing.get(transactional_id)
+        if current is not None and current[0] == epoch and not current[1].done():
+            return current[1]
+        task = self._spawn(self._finish(transactional_id, partition, epoch))
+        entry = (epoch, task)
+        self._finishing[transactional_id] = entry
+
+        def forget(_: object) -> None:
+            if self._finishing.get(transactional_id) is entry:
+                del self._finishing[transactional_id]
+
+        task.add_done_callback(forget)
         return task
 
     async def _finish(self, transactional_id: str, partition: int, epoch: int) -> None:
