@@ -145,6 +145,13 @@ def topic_exists(replication: Replication, topic: str) -> bool:
     return view is not None and topic in view.topics
 
 
+def _error_code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode(value)
+    except ValueError:  # a code this broker does not know: retried like any other error
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 class MarkerChannels:
     """One connection per destination broker, reused; one request in flight on each."""
 
@@ -192,7 +199,7 @@ class MarkerChannels:
                 for item in topic.partitions:
                     key = (topic.name, int(item.partition_index))
                     if key in outcomes:
-                        outcomes[key] = ErrorCode(item.error_code)
+                        outcomes[key] = _error_code(int(item.error_code))
         return outcomes
 
     async def _connection(self, broker_id: int) -> PeerConnection:
