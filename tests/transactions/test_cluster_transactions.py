@@ -29,9 +29,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from replication import raw_requests
 from replication.harness import Cluster, replica_log
+from replication.test_secure_cluster import (  # the SASL_SSL + ACL cluster's fixture
+    SecureCluster,
+    secure_cluster,  # noqa: F401 - a fixture, used by name
+)
+from replication.test_secure_cluster import wait_value as secure_wait
 from tidelog.cluster.zookeeper_server import ZooKeeperServer
 
 TOPIC = "txn-orders"
@@ -39,7 +45,7 @@ PARTITIONS = 3
 TXN_STATE = "__transaction_state"
 FIND_COORDINATOR, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 10, 61, 65, 66
 NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR = 6, 16
-KILL_LOOP_S = float(os.environ.get("TIDELOG_TXN_KILL_SECONDS", "45"))
+KILL_LOOP_S = float(os.environ.get("TIDELOG_TXN_KILL_SECONDS", "40"))
 SOAK_KILLS = int(os.environ.get("TIDELOG_TXN_KILLS", "0"))  # 0: as many as fit in KILL_LOOP_S
 SETTINGS = (
     "transaction.state.log.num.partitions=2",
@@ -482,3 +488,43 @@ def _replica_differences(cluster: Cluster) -> int:
                       if o in reference and reference[o] != v)
     return differ
 
+
+
+def test_transactions_over_sasl_ssl_with_acls(secure_cluster: SecureCluster) -> None:  # noqa: F811
+    """Markers travel between brokers on the SASL_SSL inter-broker listener (SCRAM, the ACL
+    authorizer on, brokers in super.users: WriteTxnMarkers needs CLUSTER_ACTION): a commit and
+    an abort across partitions led by different brokers, read back with read_committed."""
+    cluster = secure_cluster
+    topic = "secure-txn"
+    admin = AdminClient(cluster.client_config())  # must outlive its futures
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3)], request_timeout=15)[topic].result(30)
+
+    def leaders() -> set[int]:
+        metadata = AdminClient(cluster.client_config()).list_topics(topic, timeout=10)
+        return {p.leader for p in metadata.topics[topic].partitions.values()}
+
+    secure_wait(leaders, lambda found: -1 not in found and len(found) >= 2, "spread leaders")
+    producer = Producer(cluster.client_config(**{
+        "transactional.id": "secure", "linger.ms": 2, "transaction.timeout.ms": 60_000}))
+    producer.init_transactions(60)
+    committed = [b"secure-c-%d" % p for p in range(PARTITIONS)]
+    aborted = [b"secure-a-%d" % p for p in range(PARTITIONS)]
+    producer.begin_transaction()
+    for partition, value in enumerate(committed):
+        producer.produce(topic, value, partition=partition)
+    producer.commit_transaction(60)
+    producer.begin_transaction()
+    for partition, value in enumerate(aborted):
+        producer.produce(topic, value, partition=partition)
+    producer.flush(60)
+    producer.abort_transaction(60)
+    reader = Consumer(cluster.client_config(**{
+        "group.id": "secure-reader", "enable.auto.commit": False,
+        "isolation.level": "read_committed"}))
+    reader.assign([CkTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    seen: list[bytes] = []
+    try:
+        _read_until(reader, seen, set(), 60, set(committed))
+    finally:
+        reader.close()
+    assert sorted(seen) == sorted(committed)
