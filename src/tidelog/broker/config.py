@@ -61,6 +61,10 @@ class BrokerConfig:
     # for offsets.topic.num.partitions: a single node gains nothing from more).
     transaction_state_log_num_partitions: int = 1  # transaction.state.log.num.partitions
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    # Cluster mode: __transaction_state's replication factor (capped at the live brokers
+    # when it is created) and its min.insync.replicas, Kafka's defaults.
+    transaction_state_log_replication_factor: int = 3  # transaction.state.log.replication.factor
+    transaction_state_log_min_isr: int = 2  # transaction.state.log.min.isr
     # transaction.abort.timed.out.transaction.cleanup.interval.ms
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
@@ -147,6 +151,10 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
         "transaction_state_log_num_partitions", _parse_int
     ),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _parse_int),
+    "transaction.state.log.replication.factor": (
+        "transaction_state_log_replication_factor", _parse_int
+    ),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _parse_int),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
         "transaction_abort_timed_out_transaction_cleanup_interval_ms", _parse_int
     ),

@@ -19,7 +19,7 @@ import signal
 import sys
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.config import BrokerConfig, ConfigError, advertised_endpoint
 from tidelog.broker.groups import service as group_service
@@ -39,7 +39,7 @@ from tidelog.broker.handlers import (
     transactions_admin,
 )
 from tidelog.broker.handlers.admin_common import AdminDeps
-from tidelog.broker.handlers.context import HandlerTable
+from tidelog.broker.handlers.context import Handler, HandlerTable, RequestContext
 from tidelog.broker.handlers.groups_common import CoordinatorLocator, GroupDeps
 from tidelog.broker.internal_topics import TRANSACTION_STATE_TOPIC
 from tidelog.broker.listener_config import ListenerSpec
@@ -52,9 +52,11 @@ from tidelog.broker.services import PartitionReplication, SingleNodeReplication
 from tidelog.broker.state import Broker
 from tidelog.broker.transactions import service as transaction_service
 from tidelog.errors import ErrorCode
+from tidelog.protocol.api_keys import ApiKey
 from tidelog.security.scram_credentials import CredentialCache
 
 if TYPE_CHECKING:
+    from tidelog.broker.handlers.cluster_admin import ClusterProducerIds
     from tidelog.broker.replication.cluster_agent import ClusterSettings
     from tidelog.broker.replication.replica_manager import Replication
 
@@ -78,6 +80,11 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     txn_deps = transactions.TransactionDeps(
         topics, load_transactions, load_groups, broker.producer_ids.allocate, authorizer
     )
+    if replication is not None:
+        txn_deps = replace(
+            txn_deps, replication=replication,
+            cluster_producer_id=partial(_cluster_producer_ids().allocate, replication),
+        )
     table: HandlerTable = {}
     table |= api_versions.handlers(table)  # reads the finished table per request
     table |= metadata.handlers(metadata.MetadataDeps(config, broker.identity, topics, authorizer))
@@ -89,8 +96,8 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             broker.metrics,
             acks_all_waits_for_replicas=replication is not None,
             authorizer=authorizer,
-            verify_transaction=(
-                transactions.verifier(load_transactions) if replication is None else None
+            verify_transaction=transactions.verifier(
+                load_transactions, cluster=replication is not None
             ),
         )
     )
@@ -114,12 +121,14 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     table |= admin.handlers(AdminDeps(config, broker.identity, topics, authorizer))
     table |= acls.handlers(acls.AclDeps(authorizer, broker.acl_store))
     locator = _coordinator_locator(broker, replication)
-    table |= groups.handlers(GroupDeps(topics, load_groups, locator, authorizer))
+    table |= groups.handlers(GroupDeps(
+        topics, load_groups, locator, authorizer, _transaction_locator(broker, replication)
+    ))
+    table |= transactions.handlers(txn_deps)
+    table |= transactions_admin.handlers(
+        transactions_admin.TransactionAdminDeps(topics, load_transactions, authorizer, replication)
+    )
     if replication is None:
-        table |= transactions.handlers(txn_deps)
-        table |= transactions_admin.handlers(
-            transactions_admin.TransactionAdminDeps(topics, load_transactions, authorizer)
-        )
         # Single node: users in the data directory. A cluster keeps them per broker today,
         # so it does not serve the SCRAM admin APIs (docs/security.md).
         table |= scram_users.handlers(scram_users.ScramUsersDeps(config.data_dir, authorizer))
@@ -132,7 +141,45 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         )
         table |= cluster.handlers(deps)
         table |= cluster_admin.handlers(deps)
+        # InitProducerId: idempotent producers as cluster_admin answers, transactional ids
+        # through the transaction coordinator.
+        table[ApiKey.INIT_PRODUCER_ID] = partial(
+            _init_producer_id, table[ApiKey.INIT_PRODUCER_ID],
+            producer.handlers(producer.ProducerIdDeps(
+                broker.producer_ids, authorizer, txn_deps))[ApiKey.INIT_PRODUCER_ID],
+        )
     return table
+
+
+async def _init_producer_id(
+    idempotent: Handler, transactional: Handler, context: RequestContext, request: Any
+) -> Any:
+    handler = transactional if request.transactional_id is not None else idempotent
+    return await handler(context, request)
+
+
+def _cluster_producer_ids() -> ClusterProducerIds:
+    from tidelog.broker.handlers.cluster_admin import ClusterProducerIds
+
+    return ClusterProducerIds()
+
+
+def _transaction_locator(
+    broker: Broker, replication: Replication | None
+) -> CoordinatorLocator | None:
+    """FindCoordinator key_type 1: None on a single node (this broker, as for groups)."""
+    if replication is None:
+        return None
+    from tidelog.broker.transactions.cluster import find_transaction_coordinator
+
+    def locate(txn_id: str, listener_name: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+        service = transaction_service.service(broker)
+        assert service.creator is not None
+        return find_transaction_coordinator(
+            broker, replication, service.creator, txn_id, listener_name
+        )
+
+    return locate
 
 
 def _coordinator_locator(broker: Broker, replication: Replication | None) -> CoordinatorLocator:

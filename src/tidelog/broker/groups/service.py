@@ -384,7 +384,8 @@ class GroupService:
         """TxnOffsetCommit (`transactional.py`): pending until the transaction's marker."""
         partition = self.partition_of(request.group_id)
         return await transactional.txn_offset_commit(
-            self.broker, self._shard(partition), partition, request, producer_id, producer_epoch
+            self.broker, self._shard(partition), partition, request, producer_id, producer_epoch,
+            self.replication,
         )
 
     def on_transaction_marker(self, partition: int, producer_id: int, committed: bool) -> None:

@@ -252,7 +252,7 @@ async def handle_init_producer_id(
             cls, throttle_time=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             producer_id=-1, producer_epoch=-1,
         )
-    if request.transactional_id is not None:  # no transactions in cluster mode yet
+    if request.transactional_id is not None:  # server.py routes these to producer.py
         return responses.build(
             cls, throttle_time=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             producer_id=-1, producer_epoch=-1,

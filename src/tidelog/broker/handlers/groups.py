@@ -93,7 +93,10 @@ def _coordinator_of(
     ):
         refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return {"error_code": refused, "node_id": -1, "host": "", "port": -1}
-    error, where = deps.find_coordinator(key, context.listener_name)
+    locate = deps.find_coordinator
+    if key_type == _TRANSACTION_KEY and deps.find_transaction_coordinator is not None:
+        locate = deps.find_transaction_coordinator
+    error, where = locate(key, context.listener_name)
     return {"error_code": error, "node_id": where[0], "host": where[1], "port": where[2]}
 
 

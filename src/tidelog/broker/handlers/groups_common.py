@@ -27,6 +27,8 @@ class GroupDeps:
     groups: Callable[[], GroupService]  # loads the coordinator on first use
     find_coordinator: CoordinatorLocator
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
+    # FindCoordinator key_type 1 (transactional ids); None: `find_coordinator` answers both
+    find_transaction_coordinator: CoordinatorLocator | None = None
 
 
 def may(

@@ -3,8 +3,10 @@ transactional.id the transaction coordinator's answer (`transactions.init_transa
 
 Ids come from `ProducerIdAllocator`, which reserves blocks on disk first, so an id is never
 handed out twice, even across restarts. Epoch 0 for a new id. Without a transaction
-coordinator (cluster mode, for now) a transactional.id is answered with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error every client reports by name.
+coordinator (`transactions` None) a transactional.id is answered with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error every client reports by name. In a cluster
+server.py routes transactional ids here (with the cluster's TransactionDeps) and idempotent
+producers to cluster_admin.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
-"""Transactions (single node): AddPartitionsToTxn (24, v0-5), AddOffsetsToTxn (25, v0-4),
-EndTxn (26, v0-4), WriteTxnMarkers (27, v1-2), TxnOffsetCommit (28, v0-4), and InitProducerId
-with a transactional.id (`init_transactional`, called by `producer.py`).
+"""Transactions: AddPartitionsToTxn (24, v0-5), AddOffsetsToTxn (25, v0-4), EndTxn (26,
+v0-4), WriteTxnMarkers (27, v1-2), TxnOffsetCommit (28, v0-4), and InitProducerId with a
+transactional.id (`init_transactional`, called by `producer.py`). The same handlers serve a
+single node and a cluster: in a cluster the service answers NOT_COORDINATOR for ids whose
+`__transaction_state` partition another broker leads, WriteTxnMarkers appends acks=all
+(`deps.replication`), and new producer ids come from ZooKeeper blocks.
 
 Kafka version rules: PRODUCER_FENCED exists for InitProducerId v4+, AddPartitionsToTxn v2+,
 AddOffsetsToTxn v2+, EndTxn v2+ and TxnOffsetCommit v3+ (KIP-588); older versions get
@@ -16,7 +19,7 @@ READ on each topic; WriteTxnMarkers ALTER or CLUSTER_ACTION on the cluster.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -41,6 +44,7 @@ from tidelog.security.authorizer import Authorizer
 
 if TYPE_CHECKING:
     from tidelog.broker.groups.service import GroupService
+    from tidelog.broker.services import PartitionReplication
     from tidelog.broker.transactions.service import TransactionService
 
 
@@ -51,6 +55,10 @@ class TransactionDeps:
     groups: Callable[[], GroupService]
     allocate_producer_id: Callable[[], int]
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
+    # Cluster mode: markers are acks=all appends (None: a single node), and producer ids come
+    # from ZooKeeper blocks (unique across brokers), claimed before the operation runs.
+    replication: PartitionReplication | None = None
+    cluster_producer_id: Callable[[], Awaitable[int]] | None = None
 
 
 _FENCED_FROM = {
@@ -85,8 +93,9 @@ async def init_transactional(
     producer_epoch = int(getattr(request, "producer_epoch", -1))
     service = deps.transactions()
     try:
-        result = await service.run(txn_id, lambda now_ms: service.coordinator.init_producer_id(
-            txn_id, timeout_ms, producer_id, producer_epoch, deps.allocate_producer_id, now_ms,
+        allocate = await _producer_id_source(deps, txn_id)
+        result = await service.run(txn_id, lambda coordinator, now_ms: coordinator.init_producer_id(
+            txn_id, timeout_ms, producer_id, producer_epoch, allocate, now_ms,
         ))
     except KafkaError as refused:
         return InitProducerIdResponse(refused.code)
@@ -94,6 +103,31 @@ async def init_transactional(
     answer = result.init
     code = _for_version(answer.error, ApiKey.INIT_PRODUCER_ID, version)
     return InitProducerIdResponse(code, answer.producer_id, answer.producer_epoch)
+
+
+async def _producer_id_source(deps: TransactionDeps, txn_id: str) -> Callable[[], int]:
+    """Where InitProducerId takes a new producer id. In a cluster the id is claimed (from a
+    ZooKeeper block, asynchronously) before the pure operation runs, and only when it may
+    need one: an unknown id, or an epoch about to be exhausted."""
+    claim = deps.cluster_producer_id
+    if claim is None:
+        return deps.allocate_producer_id
+    metadata = deps.transactions().describe(txn_id)  # NOT_COORDINATOR if not here
+    if metadata is not None and metadata.producer_epoch < _EPOCH_NEAR_EXHAUSTION:
+        return _no_new_id
+    try:
+        claimed = await claim()
+    except Exception as error:  # ZooKeeper unreachable: the client retries
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error)) from None
+    return lambda: claimed
+
+
+_EPOCH_NEAR_EXHAUSTION = 32_765  # Kafka moves to a new producer id at Short.MaxValue - 1
+
+
+def _no_new_id() -> int:
+    # The state changed between the check and the operation (a concurrent request): retry.
+    raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS, "a new producer id is needed")
 
 
 def _split_known(
@@ -115,12 +149,15 @@ async def _add(
 ) -> dict[tuple[str, int], ErrorCode]:
     service = deps.transactions()
     if verify_only:
-        return {
-            tp: service.coordinator.verify_partition(txn_id, producer_id, producer_epoch, tp)
-            for tp in partitions
-        }
+        try:
+            return {
+                tp: service.verify_partition(txn_id, producer_id, producer_epoch, tp)
+                for tp in partitions
+            }
+        except KafkaError as refused:
+            return dict.fromkeys(partitions, refused.code)
     try:
-        result = await service.run(txn_id, lambda now_ms: service.coordinator.add_partitions(
+        result = await service.run(txn_id, lambda coordinator, now_ms: coordinator.add_partitions(
             txn_id, producer_id, producer_epoch, partitions, now_ms,
         ))
         error = result.error
@@ -260,7 +297,7 @@ async def handle_end_txn(deps: TransactionDeps, context: RequestContext, request
                          error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     service = deps.transactions()
     try:
-        result = await service.run(txn_id, lambda now_ms: service.coordinator.end_transaction(
+        result = await service.run(txn_id, lambda coordinator, now_ms: coordinator.end_transaction(
             txn_id, request.producer_id, request.producer_epoch, bool(request.committed),
             now_ms,
         ))
@@ -384,7 +421,7 @@ async def handle_write_txn_markers(
         outcomes.update(dict.fromkeys(known, ErrorCode.NONE))
         outcomes.update(await write_markers(
             service.broker, known, marker.producer_id, marker.producer_epoch,
-            bool(marker.transaction_result), marker.coordinator_epoch,
+            bool(marker.transaction_result), marker.coordinator_epoch, deps.replication,
         ))
         results.append((marker.producer_id, outcomes))
     return _markers_response(version, results)
@@ -421,16 +458,20 @@ class _Named:
 
 
 def verifier(
-    transactions: Callable[[], TransactionService],
+    transactions: Callable[[], TransactionService], cluster: bool = False,
 ) -> Callable[[str, int, int, tuple[str, int]], ErrorCode]:
-    """For Produce: may this transactional producer write this partition (KIP-890 part 1)?"""
+    """For Produce: may this transactional producer write this partition (KIP-890 part 1)?
+    In a cluster only a leader that also coordinates the id checks; elsewhere the write is
+    taken as verified (Kafka's transaction.partition.verification.enable=false behaviour: the
+    broker-to-coordinator AddPartitionsToTxn v4 call is not made; docs/transactions.md)."""
 
     def verify(
         txn_id: str, producer_id: int, producer_epoch: int, tp: tuple[str, int]
     ) -> ErrorCode:
-        return transactions().coordinator.verify_partition(
-            txn_id, producer_id, producer_epoch, tp
-        )
+        try:
+            return transactions().verify_partition(txn_id, producer_id, producer_epoch, tp)
+        except KafkaError as elsewhere:
+            return ErrorCode.NONE if cluster else elsewhere.code
 
     return verify
 

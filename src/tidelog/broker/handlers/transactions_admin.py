@@ -1,7 +1,12 @@
-"""Transaction admin APIs (single node): DescribeTransactions (65, v0), ListTransactions
-(66, v0-1) from the transaction coordinator's state, and DescribeProducers (61, v0) from each
-partition's producer state (what Kafka's `kafka-transactions` tool reads to find hanging
-transactions). State names are Kafka's TransactionState names.
+"""Transaction admin APIs: DescribeTransactions (65, v0), ListTransactions (66, v0-1) from
+the transaction coordinator's state, and DescribeProducers (61, v0) from each partition's
+producer state (what Kafka's `kafka-transactions` tool reads to find hanging transactions).
+State names are Kafka's TransactionState names.
+
+In a cluster each broker answers for what it holds, as Kafka's brokers do: DescribeTransactions
+for the ids it coordinates (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS for the others),
+ListTransactions the ids of the `__transaction_state` partitions it leads (the admin client
+asks every broker), DescribeProducers the partitions it leads (NOT_LEADER_OR_FOLLOWER).
 
 ACLs (handlers/authorization.py, KafkaApis): DescribeTransactions DESCRIBE on each id, its
 partitions listed only for topics the caller may DESCRIBE; ListTransactions lists only ids the
@@ -25,8 +30,10 @@ from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.security.authorizer import Authorizer
+from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
+    from tidelog.broker.services import PartitionReplication
     from tidelog.broker.transactions.service import TransactionService
 
 STATE_NAMES = {
@@ -47,6 +54,7 @@ class TransactionAdminDeps:
     topics: TopicRegistry
     transactions: Callable[[], TransactionService]
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
+    replication: PartitionReplication | None = None  # cluster mode: leaders answer
 
 
 def _response(api_key: ApiKey, version: int, **fields: Any) -> Any:
@@ -62,20 +70,24 @@ async def handle_describe_transactions(
 ) -> Any:
     version = context.header.api_version
     module = responses.response_module(ApiKey.DESCRIBE_TRANSACTIONS, version)
-    coordinator = deps.transactions().coordinator
+    service = deps.transactions()
     authorizer = deps.authorizer
     states = []
     for txn_id in list(request.transactional_ids)[:_MAX_IDS]:
         refused = authorizer is not None and not allowed(
             authorizer, context, Op.DESCRIBE, Type.TRANSACTIONAL_ID, txn_id
         )
-        metadata = None if refused else coordinator.describe(txn_id)
+        error = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if refused
+                 else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+        try:
+            metadata = None if refused else service.describe(txn_id)
+        except KafkaError as elsewhere:  # another broker coordinates it, or it is loading
+            metadata, error = None, elsewhere.code
         if metadata is None:
             # Kafka sets only the error: every other field keeps its schema default (0, "").
             states.append(responses.build(
                 module.TransactionState,
-                error_code=(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if refused
-                            else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND),
+                error_code=error,
                 transactional_id=txn_id, transaction_state="", transaction_timeout=0,
                 transaction_start_time=_time(0), producer_id=0, producer_epoch=0,
             ))
@@ -115,7 +127,7 @@ async def handle_list_transactions(
     now_ms = clock.now_ms()
     authorizer = deps.authorizer
     listed = []
-    for txn_id, metadata in sorted(deps.transactions().coordinator.transactions.items()):
+    for txn_id, metadata in sorted(deps.transactions().all_transactions().items()):
         if authorizer is not None and not allowed(
             authorizer, context, Op.DESCRIBE, Type.TRANSACTIONAL_ID, txn_id
         ):
@@ -150,6 +162,8 @@ async def handle_describe_producers(
             try:
                 if refused and topic.name in refused:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if deps.replication is not None:
+                    deps.replication.check_produce(TopicPartition(topic.name, index), 0)
                 state = deps.topics.partition_log(topic.name, index).producer_state
             except KafkaError as error:
                 partitions.append(responses.build(
