@@ -1,0 +1,237 @@
+"""Delayed delivery on a live broker with real clients (confluent-kafka and a raw Produce).
+
+One broker for the module; each test its own topic. Delays are short (under 2 s) and every
+wait is on a condition with a deadline. Timing is asserted one way only: nothing is delivered
+before it is due (the broker and the test read the same clock); lateness is measured, not
+asserted (docs/delivery.md gives the figures).
+"""
+
+from __future__ import annotations
+
+import urllib.request
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from broker.metrics_probe import metrics_args
+from conftest import BrokerFactory, BrokerProcess
+from tidelog.errors import ErrorCode
+from tidelog.records.builder import NewRecord
+
+from .helpers import DELAY_TOPIC, Reader, create_topic, now_ms, raw_produce
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
+    factory = BrokerFactory(tmp_path_factory.mktemp("timers"))
+    args, port = metrics_args()
+    try:
+        yield factory(extra_args=args), port
+    finally:
+        bad = factory.stop_all()
+    if bad:
+        pytest.fail("broker logged a traceback:\n" + "\n".join(bad))
+
+
+@pytest.fixture
+def broker(live: tuple[BrokerProcess, int]) -> BrokerProcess:
+    return live[0]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def producer(bootstrap: str, **extra: object) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, **extra})
+
+
+def test_topic_configs_default_describe_and_alter(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = unique("cfg")
+    create_topic(broker.bootstrap, name)
+    resource = ConfigResource(ResourceType.TOPIC, name)
+
+    def described() -> dict[str, str]:
+        configs = admin.describe_configs([resource])[resource].result(timeout=10)
+        return {key: entry.value for key, entry in configs.items()}
+
+    before = described()
+    assert before["tidelog.delivery.delay.enable"] == "false"
+    assert before["tidelog.delivery.max.delay.ms"] == str(7 * 24 * 3600 * 1000)
+    change = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
+        ConfigEntry("tidelog.delivery.delay.enable", "true",
+                    incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("tidelog.delivery.max.delay.ms", "60000",
+                    incremental_operation=AlterConfigOpType.SET),
+    ])
+    admin.incremental_alter_configs([change])[change].result(timeout=10)
+    after = described()
+    assert after["tidelog.delivery.delay.enable"] == "true"
+    assert after["tidelog.delivery.max.delay.ms"] == "60000"
+    bad = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
+        ConfigEntry("tidelog.delivery.delay.enable", "maybe",
+                    incremental_operation=AlterConfigOpType.SET),
+    ])
+    with pytest.raises(KafkaException) as refused:
+        admin.incremental_alter_configs([bad])[bad].result(timeout=10)
+    assert refused.value.args[0].name() == "INVALID_CONFIG"
+
+
+def test_delayed_records_arrive_when_due_with_everything_kept(broker: BrokerProcess) -> None:
+    name = unique("delay")
+    create_topic(broker.bootstrap, name, configs=DELAY_TOPIC)
+    sent_ms = now_ms()
+    producer_timestamp = sent_ms - 5_000
+    wanted = {  # key -> (headers, due at the latest this far after sending)
+        b"plain": [("h", b"1")],
+        b"zero": [("TIMER_DELAY_MS", b"0")],
+        b"relative": [("TIMER_DELAY_MS", b"1200"), ("h", b"2"), ("n", None)],
+        b"absolute": [("TIMER_DELIVER_MS", str(sent_ms + 600).encode())],
+        b"level": [("DELAY", b"1")],
+    }
+    client = producer(broker.bootstrap)
+    for key, headers in wanted.items():
+        client.produce(name, value=b"v-" + key, key=key, headers=headers,
+                       timestamp=producer_timestamp)
+    assert client.flush(15) == 0
+    reader = Reader(broker.bootstrap, name)
+    try:
+        records = reader.read_count(len(wanted))
+    finally:
+        reader.close()
+    by_key = {record.key: record for record in records}
+    assert set(by_key) == set(wanted)
+    # Due-now records first (the producer's order), then by due time; offsets dense.
+    assert [r.key for r in records] == [b"plain", b"zero", b"absolute", b"level", b"relative"]
+    assert [r.offset for r in records] == list(range(5))
+    for key, headers in wanted.items():
+        record = by_key[key]
+        assert record.value == b"v-" + key
+        assert record.timestamp_ms == producer_timestamp
+        assert record.headers[:len(headers)] == headers
+        if key in (b"plain", b"zero"):
+            assert record.headers == headers  # appended as usual
+            continue
+        assert [h for h, _ in record.headers[len(headers):]] == [
+            "TIMER_ENQUEUE_MS", "__tidelog.timer.offset"]
+        enqueue_ms = int(record.header("TIMER_ENQUEUE_MS") or b"0")
+        assert sent_ms - 1_000 <= enqueue_ms <= record.received_ms
+    assert by_key[b"absolute"].received_ms >= sent_ms + 600
+    enqueued = int(by_key[b"relative"].header("TIMER_ENQUEUE_MS") or b"0")
+    assert by_key[b"relative"].received_ms >= enqueued + 1_200
+    assert by_key[b"level"].received_ms >= enqueued + 1_000
+
+
+def test_refused_delays_say_why(broker: BrokerProcess) -> None:
+    name = unique("refuse")
+    create_topic(broker.bootstrap, name, configs={**DELAY_TOPIC,
+                                                  "tidelog.delivery.max.delay.ms": "10000"})
+    cases = [
+        ([("TIMER_DELAY_MS", b"10001")], "tidelog.delivery.max.delay.ms=10000"),
+        ([("TIMER_DELIVER_MS", str(now_ms() + 60_000).encode())], "exceeds"),
+        ([("DELAY", b"19")], "level 0-18"),
+        ([("TIMER_DELAY_MS", b"soon")], "non-negative decimal"),
+    ]
+    for headers, message in cases:
+        answer = raw_produce(broker.bootstrap, name, [NewRecord(b"x", headers=tuple(headers))])
+        assert answer.error_code == ErrorCode.INVALID_RECORD
+        assert message in (answer.error_message or "")
+    # Idempotent producers may write due-now records only (docs/delivery.md).
+    delayed = NewRecord(b"x", headers=(("TIMER_DELAY_MS", b"500"),))
+    answer = raw_produce(broker.bootstrap, name, [delayed], producer_id=7, base_sequence=0)
+    assert answer.error_code == ErrorCode.INVALID_RECORD
+    assert "enable.idempotence=false" in (answer.error_message or "")
+    due_now = NewRecord(b"now", headers=(("TIMER_DELAY_MS", b"0"),))
+    answer = raw_produce(broker.bootstrap, name, [due_now], producer_id=7, base_sequence=0)
+    assert answer.error_code == ErrorCode.NONE and answer.base_offset == 0
+    forged = raw_produce(broker.bootstrap, name, [due_now], producer_id=1 << 62,
+                         base_sequence=0)
+    assert forged.error_code == ErrorCode.INVALID_RECORD
+    reader = Reader(broker.bootstrap, name)
+    try:
+        assert [r.value for r in reader.read_count(1)] == [b"now"]
+    finally:
+        reader.close()
+
+
+def test_topic_without_the_config_keeps_timer_headers_as_ordinary(
+    broker: BrokerProcess,
+) -> None:
+    name = unique("plain")
+    create_topic(broker.bootstrap, name)
+    headers = (("TIMER_DELAY_MS", b"600000"), ("DELAY", b"18"))
+    answer = raw_produce(broker.bootstrap, name, [NewRecord(b"v", headers=headers)])
+    assert answer.error_code == ErrorCode.NONE and answer.base_offset == 0
+    reader = Reader(broker.bootstrap, name)
+    try:
+        (record,) = reader.read_count(1)
+    finally:
+        reader.close()
+    assert record.headers == list(headers)
+
+
+def test_cancel_by_uniq_key(broker: BrokerProcess) -> None:
+    name = unique("cancel")
+    create_topic(broker.bootstrap, name, configs=DELAY_TOPIC)
+    delay = (("TIMER_DELAY_MS", b"1500"),)
+    first = raw_produce(broker.bootstrap, name, [
+        NewRecord(b"doomed", headers=(*delay, ("UNIQ_KEY", b"id-1"))),
+        NewRecord(b"kept", headers=(*delay, ("UNIQ_KEY", b"id-2"))),
+    ])
+    assert first.error_code == ErrorCode.NONE and first.base_offset == -1
+    cancel = raw_produce(broker.bootstrap, name, [
+        NewRecord(None, headers=(("TIMER_CANCEL", b"id-1"),))])
+    assert cancel.error_code == ErrorCode.NONE and cancel.base_offset == -1
+    marker = raw_produce(broker.bootstrap, name, [
+        NewRecord(b"last", headers=(("TIMER_DELAY_MS", b"1700"),))])
+    assert marker.error_code == ErrorCode.NONE
+    reader = Reader(broker.bootstrap, name)
+    try:
+        # "last" is due after both: once it is read, "doomed" would have been read before it.
+        records = reader.read_until(lambda rs: any(r.value == b"last" for r in rs))
+    finally:
+        reader.close()
+    assert [r.value for r in records] == [b"kept", b"last"]
+
+
+def test_metrics_and_timers_cli(live: tuple[BrokerProcess, int]) -> None:
+    broker, port = live
+    name = unique("listed")
+    create_topic(broker.bootstrap, name, partitions=2, configs=DELAY_TOPIC)
+    due_ms = now_ms() + 600_000
+    for partition, count in ((0, 3), (1, 1)):
+        answer = raw_produce(broker.bootstrap, name, [
+            NewRecord(b"later", headers=(("TIMER_DELIVER_MS", str(due_ms + i).encode()),))
+            for i in range(count)
+        ], partition=partition)
+        assert answer.error_code == ErrorCode.NONE
+    samples = scrape(port)
+    assert samples[("tidelog_timer_pending", name, "0")] == 3
+    assert samples[("tidelog_timer_pending", name, "1")] == 1
+    assert samples[("tidelog_timer_next_due_timestamp_ms", name, "0")] == due_ms
+    assert samples[("tidelog_timer_next_due_timestamp_ms", name, "1")] == due_ms
+
+
+def scrape(port: int) -> dict[tuple[str, str, str], float]:
+    """(sample name, topic, partition) -> value of every timer sample on /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("tidelog_timer"):
+                key = (sample.name, sample.labels.get("topic", ""),
+                       sample.labels.get("partition", sample.labels.get("quantile", "")))
+                samples[key] = sample.value
+    return samples
