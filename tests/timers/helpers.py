@@ -66,7 +66,7 @@ class Reader:
         while not predicate(self.records):
             if time.monotonic() > deadline:
                 raise AssertionError(f"condition not met in {timeout_s} s; read {self.records}")
-            for message in self.consumer.consume(500, 0.2):
+            for message in self.consumer.consume(500, 0.02):
                 if message.error():
                     continue
                 self.records.append(Received(
