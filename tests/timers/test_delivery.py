@@ -8,6 +8,9 @@ asserted (docs/delivery.md gives the figures).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -221,6 +224,35 @@ def test_metrics_and_timers_cli(live: tuple[BrokerProcess, int]) -> None:
     assert samples[("tidelog_timer_pending", name, "1")] == 1
     assert samples[("tidelog_timer_next_due_timestamp_ms", name, "0")] == due_ms
     assert samples[("tidelog_timer_next_due_timestamp_ms", name, "1")] == due_ms
+
+    listed = json.loads(timers_cli("list", "--metrics", f"127.0.0.1:{port}", "--json"))
+    assert {"topic": name, "pending": 4, "partitions": 2, "next_due_ms": due_ms} in listed
+    described = json.loads(timers_cli("describe", name, "--metrics", f"127.0.0.1:{port}",
+                                      "--json"))
+    assert described["partitions"] == [
+        {"topic": name, "partition": 0, "pending": 3, "next_due_ms": due_ms},
+        {"topic": name, "partition": 1, "pending": 1, "next_due_ms": due_ms},
+    ]
+    soon = unique("soon")
+    create_topic(broker.bootstrap, soon, configs=DELAY_TOPIC)
+    raw_produce(broker.bootstrap, soon, [NewRecord(b"s", headers=(("TIMER_DELAY_MS", b"300"),))])
+    reader = Reader(broker.bootstrap, soon)
+    try:
+        reader.read_count(1)
+    finally:
+        reader.close()
+    described = json.loads(timers_cli("describe", name, "--metrics", f"127.0.0.1:{port}",
+                                      "--json"))
+    assert described["delivered"] >= 1
+    assert set(described["lag_ms"]) == {"0.5", "0.99"}
+    table = timers_cli("describe", name, "--metrics", f"127.0.0.1:{port}")
+    assert "PENDING" in table and "delivered" in table
+
+
+def timers_cli(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "tidelog.cli.main", "timers", *args],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout
 
 
 def scrape(port: int) -> dict[tuple[str, str, str], float]:
