@@ -94,7 +94,7 @@ def test_no_loss_no_duplicate_across_sigkill(broker_factory: BrokerFactory) -> N
         current = broker_factory(data_dir=broker.data_dir, listen=listen)
     assert producer.flush(30) == 0
     acked = [record for record in sent if record.acked]
-    assert len(acked) > len(sent) // 2, "most records should be acknowledged"
+    assert len(acked) > len(sent) // 5, "records produced between kills are acknowledged"
 
     # Every acknowledged record read, then nothing pending: read to the end once more.
     wanted = {record.key for record in acked}
