@@ -103,7 +103,7 @@ def test_delayed_records_arrive_when_due_with_everything_kept(broker: BrokerProc
         b"absolute": [("TIMER_DELIVER_MS", str(sent_ms + 600).encode())],
         b"level": [("DELAY", b"1")],
     }
-    client = producer(broker.bootstrap)
+    client = producer(broker.bootstrap, **{"compression.type": "lz4"})  # decompressed to read
     for key, headers in wanted.items():
         client.produce(name, value=b"v-" + key, key=key, headers=headers,
                        timestamp=producer_timestamp)

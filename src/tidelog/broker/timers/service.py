@@ -33,8 +33,9 @@ from tidelog.broker.timers.loading import (
 )
 from tidelog.broker.timers.metrics import TimerCollector, TopicTimers
 from tidelog.errors import ErrorCode, InvalidRecordError, KafkaError
-from tidelog.records.batch import RecordBatch, iter_batches
+from tidelog.records.batch import Codec, RecordBatch, iter_batches
 from tidelog.records.builder import NewRecord, build_batch
+from tidelog.records.codecs import DEFAULT_MAX_UNCOMPRESSED_BYTES, decompress
 from tidelog.records.record import Record, iter_records
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.timer_records import (
@@ -166,10 +167,13 @@ class TimerService:
             if batch.producer_id == TIMER_PRODUCER_ID:
                 raise InvalidRecordError(f"producer id {TIMER_PRODUCER_ID} is reserved")
             batch.validate()  # header and CRC before decoding (CorruptRecordError)
+            limit = max(config.max_message_bytes * 64, DEFAULT_MAX_UNCOMPRESSED_BYTES)
+            if not _may_carry_timer_headers(batch, limit):
+                kept.append(batch)  # no header name can be in it: not even decoded
+                continue
             now_records: list[Record] = []
             first_timer = len(timer_records)
-            for record in iter_records(batch, max_uncompressed_bytes=config.max_message_bytes
-                                       * 64):
+            for record in iter_records(batch, max_uncompressed_bytes=limit):
                 cancel_key = header_value(record.headers, CANCEL_HEADER)
                 if cancel_key is not None:
                     cancel = Cancel(now_ms + config.tidelog_delivery_max_delay_ms, tp.topic,
@@ -420,6 +424,20 @@ class TimerService:
         self._closed = True
         if self._handle is not None:
             self._handle.cancel()
+
+
+def _may_carry_timer_headers(batch: RecordBatch, max_uncompressed_bytes: int) -> bool:
+    """A substring search (C speed) over the records section: every timer header name holds
+    `DELAY` or `TIMER_`, so a batch with neither needs no per-record decoding."""
+    records = batch.records_bytes
+    if batch.codec == Codec.NONE:
+        data = bytes(records)  # `in` on a memoryview compares items, not substrings
+    else:
+        data = bytes(decompress(batch.codec, records, max_uncompressed_bytes))
+    return _NAME_PARTS[0] in data or _NAME_PARTS[1] in data
+
+
+_NAME_PARTS = (b"DELAY", b"TIMER_")
 
 
 def _timer_record(record: Record, meta: TimerMeta) -> NewRecord:
