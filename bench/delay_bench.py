@@ -11,8 +11,9 @@ same records into (1) a plain topic, (2) a delay-enabled topic, records without 
 the records due in 10 s (those go to `__tidelog_timer`). Prints a Markdown table.
 
 `--pending N`: produces N records due in an hour into a delay-enabled topic and reports the
-broker's resident memory (VmRSS from /proc) before and after, and per pending record; then
-the in-process cost of the timing wheel alone (tracemalloc) for the same N.
+broker's resident memory (VmRSS from /proc) before and after, and per pending record, and the
+time a restart takes to load them; then the in-process cost of the timing wheel alone
+(tracemalloc) for the same N.
 """
 
 from __future__ import annotations
@@ -138,6 +139,12 @@ def pending_memory(count: int) -> None:
             print(f"broker: {count:,} pending records (100 B values, due in 1 h) produced in "
                   f"{elapsed:.1f} s; VmRSS {before:.0f} -> {after:.0f} MiB, "
                   f"{(after - before) * 1024 * 1024 / count:.0f} B per pending record")
+            process.terminate()
+            process.wait(60)
+            start = time.perf_counter()
+            process, bootstrap = start_broker(data_dir)  # ready once the timer log is loaded
+            print(f"restart with {count:,} pending: ready in {time.perf_counter() - start:.1f} s,"
+                  f" VmRSS {rss_mib(process.pid):.0f} MiB")
         finally:
             process.terminate()
             process.wait(60)

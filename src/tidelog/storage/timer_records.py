@@ -258,6 +258,24 @@ def decode_meta(value: bytes | None) -> TimerMeta:
     raise TimerRecordError(f"timer record kind {kind}")
 
 
+_SCHEDULE_HEAD = struct.Struct(">bbqqqih")  # version, kind, SCHEDULE fields, topic length
+
+
+def schedule_fields(value: bytes) -> tuple[int, int, int, bytes] | None:
+    """A SCHEDULE meta's (dueMs, targetLogEnd, partition, topic UTF-8 bytes) without objects
+    (start-up replays millions); None for any other or malformed meta (use decode_meta)."""
+    if len(value) < _SCHEDULE_HEAD.size:
+        return None
+    version, kind, due_ms, _, target_log_end, partition, length = _SCHEDULE_HEAD.unpack_from(
+        value
+    )
+    if version != _VERSION or kind != TimerKind.SCHEDULE or len(value) != (
+        _SCHEDULE_HEAD.size + length
+    ):
+        return None
+    return due_ms, target_log_end, partition, value[_SCHEDULE_HEAD.size:]
+
+
 def split_meta(headers: tuple[Header, ...]) -> tuple[TimerMeta, tuple[Header, ...]]:
     """A timer-log record's headers -> (its meta, the producer's headers)."""
     if not headers or headers[-1][0] != TIMER_META_HEADER:

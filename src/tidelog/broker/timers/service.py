@@ -74,6 +74,7 @@ LAG_SAMPLES = 10_000
 # oldest pending one), and a producer's whole batch fits in one timer batch.
 TIMER_TOPIC_CONFIGS = {
     "retention.ms": "-1",
+    "segment.bytes": str(128 * 1024 * 1024),  # the cut below the oldest pending frees disk
     "max.message.bytes": str(64 * 1024 * 1024),
 }
 
