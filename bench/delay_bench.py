@@ -3,6 +3,7 @@ memory of pending records. Short by design (under a minute with the defaults):
 
     PYTHONPATH=src python bench/delay_bench.py --messages 50000 --size 100 --rounds 3
     PYTHONPATH=src python bench/delay_bench.py --pending 1000000     # RSS of 1 M pending
+    PYTHONPATH=src python bench/delay_bench.py --lag-rate 10000      # lag, 10,000 due/s
 
 Throughput: one `tidelog serve`, one confluent-kafka producer (acks=1, linger 5 ms), the
 same records into (1) a plain topic, (2) a delay-enabled topic, records without timer headers
@@ -160,6 +161,48 @@ def pending_memory(count: int) -> None:
           f"({current / count:.1f} B each)")
 
 
+def delivery_lag(rate: int, seconds: float, delay_ms: int) -> None:
+    """Records due at `rate` per second: produced at that rate with a fixed delay, read by a
+    consumer; lag = read time - (TIMER_ENQUEUE_MS + delay)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    with tempfile.TemporaryDirectory() as data_dir:
+        process, bootstrap = start_broker(data_dir)
+        try:
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            for future in admin.create_topics([NewTopic("lag", 4, 1, config=DELAY)]).values():
+                future.result(30)
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lag",
+                                 "fetch.wait.max.ms": 10, "enable.auto.commit": False})
+            consumer.assign([TopicPartition("lag", p, 0) for p in range(4)])
+            producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+            headers = [("TIMER_DELAY_MS", str(delay_ms).encode())]
+            total = int(rate * seconds)
+            lags: list[int] = []
+            start = time.monotonic()
+            sent = 0
+            while len(lags) < total and time.monotonic() - start < seconds + delay_ms / 1000 + 30:
+                while sent < total and sent < (time.monotonic() - start) * rate:
+                    producer.produce("lag", b"x" * 100, headers=headers, partition=sent % 4)
+                    sent += 1
+                producer.poll(0)
+                for message in consumer.consume(1000, 0.005):
+                    if message.error():
+                        continue
+                    read_ms = time.time() * 1000
+                    enqueue = dict(message.headers() or [])["TIMER_ENQUEUE_MS"]
+                    lags.append(int(read_ms - int(enqueue) - delay_ms))
+            producer.flush(30)
+            consumer.close()
+        finally:
+            process.terminate()
+            process.wait(60)
+    lags.sort()
+    print(f"{len(lags):,} of {total:,} records due at {rate:,}/s over {seconds:.0f} s "
+          f"(delay {delay_ms} ms, 4 partitions): lag p50 {lags[len(lags) // 2]} ms, "
+          f"p99 {lags[len(lags) * 99 // 100]} ms, max {lags[-1]} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
@@ -167,8 +210,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pending", type=int, default=0,
                         help="measure memory of this many pending records instead")
+    parser.add_argument("--lag-rate", type=int, default=0,
+                        help="measure delivery lag with this many records due per second")
     args = parser.parse_args()
-    if args.pending:
+    if args.lag_rate:
+        delivery_lag(args.lag_rate, 5.0, 2_000)
+    elif args.pending:
         pending_memory(args.pending)
     else:
         throughput(args)

@@ -256,15 +256,19 @@ class TimerService:
         by_target: dict[int, list[tuple[int, int]]] = {}
         for due_ms, timer_id, tag in expired:
             by_target.setdefault(tag, []).append((timer_id, due_ms))
+        # One pass over the timer log for every target: entries of different targets
+        # interleave there.
+        bodies = self._read_timer_records(sorted(expired.timer_ids))
         delivered = 0
         for tag, entries in by_target.items():
             entries.sort()
-            delivered += self._deliver_to(tag, entries, now_ms)
+            delivered += self._deliver_to(tag, entries, bodies, now_ms)
         return delivered
 
-    def _deliver_to(self, tag: int, entries: list[tuple[int, int]], now_ms: int) -> int:
+    def _deliver_to(
+        self, tag: int, entries: list[tuple[int, int]], bodies: dict[int, Record], now_ms: int,
+    ) -> int:
         tp = self._targets[tag]
-        bodies = self._read_timer_records([timer_id for timer_id, _ in entries])
         records: list[NewRecord] = []
         ids: list[int] = []
         lags: list[int] = []
@@ -359,6 +363,7 @@ class TimerService:
     def _read_timer_records(self, timer_ids: list[int]) -> dict[int, Record]:
         """The timer records with these ids (sorted), read in runs of about READ_BYTES."""
         wanted = set(timer_ids)
+        last_wanted = timer_ids[-1] if timer_ids else -1
         found: dict[int, Record] = {}
         for timer_id in timer_ids:
             if timer_id in found or timer_id < self.log.log_start_offset:
@@ -370,6 +375,8 @@ class TimerService:
             for batch in iter_batches(data):
                 if batch.last_offset < timer_id:
                     continue
+                if batch.base_offset > last_wanted:
+                    break
                 for record in iter_records(batch):
                     if record.offset in wanted:
                         found[record.offset] = record
