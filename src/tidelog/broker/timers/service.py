@@ -243,7 +243,7 @@ class TimerService:
             self.deliver_due(now_ms)
             if now_ms >= self._next_cleanup_ms:
                 self._next_cleanup_ms = now_ms + CLEANUP_INTERVAL_MS
-                self._cleanup(now_ms)
+                self.cleanup(now_ms)
         except (OSError, KafkaError):
             log.exception("timer delivery failed; retrying at the next tick")
         self._schedule()
@@ -396,7 +396,7 @@ class TimerService:
         self.log.append([RecordBatch(memoryview(build_batch(records, now_ms=now_ms)))],
                         now_ms=now_ms)
 
-    def _cleanup(self, now_ms: int) -> None:
+    def cleanup(self, now_ms: int) -> None:
         """Forget expired cancels; delete the timer log below what is still needed."""
         for key in [k for k, (expires_ms, _) in self._cancels.items() if expires_ms <= now_ms]:
             del self._cancels[key]
