@@ -260,9 +260,19 @@ class TimerService:
         # interleave there.
         bodies = self._read_timer_records(sorted(expired.timer_ids))
         delivered = 0
-        for tag, entries in by_target.items():
+        rounds = list(by_target.items())
+        for index, (tag, entries) in enumerate(rounds):
             entries.sort()
-            delivered += self._deliver_to(tag, entries, bodies, now_ms)
+            try:
+                delivered += self._deliver_to(tag, entries, bodies, now_ms)
+            except (OSError, KafkaError):
+                # A DONE append failed (the disk): the targets not tried yet wait a retry;
+                # this one's records are in its log and the next start finds them there.
+                for later_tag, later_entries in rounds[index + 1:]:
+                    for timer_id, due_ms in later_entries:
+                        self.wheel.add(max(due_ms, now_ms + RETRY_AFTER_MS), timer_id,
+                                       later_tag)
+                raise
         return delivered
 
     def _deliver_to(
@@ -308,19 +318,16 @@ class TimerService:
                 skipped += ids
                 ids, lags = [], []
             else:
-                try:
-                    last_offset = self._append_target(target, records, now_ms)
-                except OSError as error:
+                last_offset, appended, failure = self._append_target(target, records, now_ms)
+                if failure is not None:
                     log.warning("delivery to %s failed (%s); retrying in %d ms",
-                                tp, error, RETRY_AFTER_MS)
-                    retried = set(ids)
+                                tp, failure, RETRY_AFTER_MS)
+                    retried = set(ids[appended:])  # the records before are in the log
                     for timer_id, due_ms in entries:
                         if timer_id in retried:
                             self.wheel.add(max(due_ms, now_ms + RETRY_AFTER_MS), timer_id, tag)
-                    ids, lags = [], []
-                    if not skipped:
-                        return 0
-                else:
+                    ids, lags = ids[:appended], lags[:appended]
+                if appended:
                     self.broker.append_waiters.notify(tp)
         if ids or skipped:
             self._append_done(tp, last_offset, sorted(ids + skipped))
@@ -329,23 +336,33 @@ class TimerService:
         self.lag_ms.extend(lags)
         return len(ids)
 
-    def _append_target(self, target: PartitionLog, records: list[NewRecord], now_ms: int) -> int:
-        """Batches of at most DELIVERY_RECORDS_PER_BATCH records and about max.message.bytes;
-        returns the last offset written."""
+    def _append_target(
+        self, target: PartitionLog, records: list[NewRecord], now_ms: int,
+    ) -> tuple[int, int, OSError | None]:
+        """Batches of at most DELIVERY_RECORDS_PER_BATCH records and about max.message.bytes.
+        Returns the last offset written (-1: none), how many of `records` were handled (a
+        refused batch counts: it is dropped), and the OSError that stopped it, if one did."""
         limit = max(1024, target.config.max_message_bytes - 1024)
         last_offset = -1
-        chunk: list[NewRecord] = []
+        handled = 0
+        chunks: list[list[NewRecord]] = [[]]
         size = 0
         for record in records:
             record_size = _estimated_size(record)
+            chunk = chunks[-1]
             if chunk and (size + record_size > limit or len(chunk) >= DELIVERY_RECORDS_PER_BATCH):
-                last_offset = self._append_chunk(target, chunk, now_ms)
-                chunk, size = [], 0
-            chunk.append(record)
+                chunks.append([])
+                size = 0
+            chunks[-1].append(record)
             size += record_size
-        if chunk:
-            last_offset = self._append_chunk(target, chunk, now_ms)
-        return last_offset
+        for chunk in chunks:
+            try:
+                offset = self._append_chunk(target, chunk, now_ms)
+            except OSError as error:
+                return last_offset, handled, error
+            last_offset = max(last_offset, offset)
+            handled += len(chunk)
+        return last_offset, handled, None
 
     def _append_chunk(self, target: PartitionLog, chunk: list[NewRecord], now_ms: int) -> int:
         buffer = build_batch(chunk, producer_id=TIMER_PRODUCER_ID, producer_epoch=0,
