@@ -8,12 +8,14 @@ asserted (docs/delivery.md gives the figures).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 import uuid
 from collections.abc import Iterator
 
 import pytest
+from aiokafka import AIOKafkaConsumer
 from click.testing import CliRunner
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
@@ -23,6 +25,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     ResourceType,
 )
+from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.metrics_probe import metrics_args
@@ -268,3 +271,37 @@ def scrape(port: int) -> dict[tuple[str, str, str], float]:
                        sample.labels.get("partition", sample.labels.get("quantile", "")))
                 samples[key] = sample.value
     return samples
+
+
+def test_other_python_clients_schedule_and_read(broker: BrokerProcess) -> None:
+    """kafka-python produces (idempotence off: its 2.1+ default is on), aiokafka reads."""
+    name = unique("clients")
+    create_topic(broker.bootstrap, name, configs=DELAY_TOPIC)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    sent_ms = now_ms()
+    first = producer.send(name, b"later", key=b"k", headers=[("TIMER_DELAY_MS", b"700")])
+    producer.flush(15)  # a batch of its own: a mixed batch answers the due-now offsets
+    second = producer.send(name, b"now", key=b"k")
+    producer.flush(15)
+    assert first.get(15).offset == -1  # no offset until it is due
+    assert second.get(15).offset == 0
+    producer.close()
+
+    async def read() -> list[tuple[bytes | None, int]]:
+        consumer = AIOKafkaConsumer(name, bootstrap_servers=broker.bootstrap,
+                                    auto_offset_reset="earliest", fetch_max_wait_ms=50)
+        await consumer.start()
+        try:
+            got: list[tuple[bytes | None, int]] = []
+            async with asyncio.timeout(30):
+                async for message in consumer:
+                    got.append((message.value, now_ms()))
+                    if len(got) == 2:
+                        return got
+        finally:
+            await consumer.stop()
+        return got
+
+    got = asyncio.run(read())
+    assert [value for value, _ in got] == [b"now", b"later"]
+    assert got[1][1] >= sent_ms + 700
