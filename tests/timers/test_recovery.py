@@ -11,10 +11,15 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tidelog.broker.config import load_config
 from tidelog.broker.state import Broker
 from tidelog.broker.timers.service import TimerService, service
-from tidelog.records.batch import RecordBatch, iter_batches
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.records.batch import Codec, RecordBatch, iter_batches
 from tidelog.records.builder import NewRecord, build_batch
 from tidelog.records.record import Record, iter_records
 from tidelog.storage.timer_records import TIMER_TOPIC
@@ -126,3 +131,45 @@ def test_timer_log_is_cut_below_the_oldest_pending_record(tmp_path: Path) -> Non
         assert [r.value for r in target_records(broker)] == [b"soon", b"late"]
 
     with_timers(tmp_path / "data", run)
+
+
+_NAMES = st.sampled_from(["TIMER_DELIVER_MS", "TIMER_DELAY_MS", "DELAY", "TIMER_CANCEL",
+                          "UNIQ_KEY", "x", "TIMER_", "DELAYED"])
+_VALUES = st.one_of(
+    st.none(), st.binary(max_size=24), st.integers(0, 10**21).map(lambda n: str(n).encode()),
+    st.integers(0, 20).map(lambda n: str(n).encode()),
+)
+_RECORDS = st.lists(
+    st.lists(st.tuples(_NAMES, _VALUES), max_size=4).map(
+        lambda headers: NewRecord(b"v", headers=tuple(headers))),
+    min_size=1, max_size=6,
+)
+
+
+@settings(max_examples=25)
+@given(batches=st.lists(_RECORDS, min_size=1, max_size=5), codec=st.sampled_from(list(Codec)))
+def test_produce_hook_takes_any_headers(tmp_path_factory: pytest.TempPathFactory,
+                                        batches: list[list[NewRecord]], codec: Codec) -> None:
+    """Any header names and values: the hook answers with a Kafka error or takes the batch,
+    and what it keeps plus what it schedules is what was sent (cancels aside)."""
+    data_dir = tmp_path_factory.mktemp("fuzz") / "data"
+
+    def run(broker: Broker, timers: TimerService) -> None:
+        partition_log = broker.partition_log(TOPIC, 0)
+        now_ms = timers.wheel.current_tick * timers.wheel.tick_ms
+        for records in batches:
+            batch = RecordBatch(memoryview(build_batch(records, codec=codec, now_ms=now_ms)))
+            before = len(timers.wheel)
+            try:
+                diverted = timers.divert(partition_log, TP, [batch], now_ms)
+            except KafkaError as error:
+                assert error.code in (ErrorCode.INVALID_RECORD, ErrorCode.CORRUPT_MESSAGE)
+                assert len(timers.wheel) == before
+                continue
+            kept = sum(b.records_count for b in diverted.batches)
+            cancels = sum(
+                1 for r in records if any(k == "TIMER_CANCEL" and v is not None
+                                          for k, v in r.headers))
+            assert kept + (len(timers.wheel) - before) + cancels == len(records)
+
+    with_timers(data_dir, run)
