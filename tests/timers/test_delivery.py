@@ -153,22 +153,53 @@ def test_refused_delays_say_why(broker: BrokerProcess) -> None:
         answer = raw_produce(broker.bootstrap, name, [NewRecord(b"x", headers=tuple(headers))])
         assert answer.error_code == ErrorCode.INVALID_RECORD
         assert message in (answer.error_message or "")
-    # Idempotent producers may write due-now records only (docs/delivery.md).
-    delayed = NewRecord(b"x", headers=(("TIMER_DELAY_MS", b"500"),))
-    answer = raw_produce(broker.bootstrap, name, [delayed], producer_id=7, base_sequence=0)
-    assert answer.error_code == ErrorCode.INVALID_RECORD
-    assert "enable.idempotence=false" in (answer.error_message or "")
     due_now = NewRecord(b"now", headers=(("TIMER_DELAY_MS", b"0"),))
-    answer = raw_produce(broker.bootstrap, name, [due_now], producer_id=7, base_sequence=0)
-    assert answer.error_code == ErrorCode.NONE and answer.base_offset == 0
     forged = raw_produce(broker.bootstrap, name, [due_now], producer_id=1 << 62,
                          base_sequence=0)
     assert forged.error_code == ErrorCode.INVALID_RECORD
+    assert "reserved" in (forged.error_message or "")
+
+
+def test_idempotent_producer_sequences_hold(broker: BrokerProcess) -> None:
+    """Kafka's sequence rules for an idempotent producer whose batches mix due-now and
+    delayed records: a taken batch counts, its retry is a duplicate, a gap is refused."""
+    name = unique("idem")
+    create_topic(broker.bootstrap, name, configs=DELAY_TOPIC)
+
+    def send(sequence: int, *records: NewRecord) -> tuple[ErrorCode, int]:
+        answer = raw_produce(broker.bootstrap, name, list(records), producer_id=7,
+                             base_sequence=sequence)
+        return answer.error_code, answer.base_offset
+
+    later = NewRecord(b"later", headers=(("TIMER_DELAY_MS", b"600"),))
+    assert send(0, NewRecord(b"first")) == (ErrorCode.NONE, 0)
+    assert send(1, later, NewRecord(b"along")) == (ErrorCode.NONE, -1)  # taken whole
+    assert send(1, later, NewRecord(b"along")) == (ErrorCode.NONE, -1)  # a retry: duplicate
+    assert send(4, NewRecord(b"gap"))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    code, _ = send(3, NewRecord(b"next"))
+    assert code == ErrorCode.NONE
     reader = Reader(broker.bootstrap, name)
     try:
-        assert [r.value for r in reader.read_count(1)] == [b"now"]
+        records = reader.read_until(lambda rs: any(r.value == b"later" for r in rs))
     finally:
         reader.close()
+    values = [r.value for r in records]
+    assert sorted(values) == sorted([b"first", b"along", b"next", b"later"])  # each once
+    assert values[0] == b"first" and values[-1] == b"later"
+
+
+def test_transactional_producers_cannot_delay(broker: BrokerProcess) -> None:
+    name = unique("txn")
+    create_topic(broker.bootstrap, name, configs=DELAY_TOPIC)
+    client = producer(broker.bootstrap, **{"transactional.id": unique("tx")})
+    client.init_transactions(15)
+    client.begin_transaction()
+    errors: list[str] = []
+    client.produce(name, b"later", headers=[("TIMER_DELAY_MS", b"500")],
+                   on_delivery=lambda error, _: errors.append(error and error.name()))
+    client.flush(15)
+    assert errors == ["INVALID_RECORD"]
+    client.abort_transaction(15)
 
 
 def test_topic_without_the_config_keeps_timer_headers_as_ordinary(

@@ -173,3 +173,31 @@ def test_produce_hook_takes_any_headers(tmp_path_factory: pytest.TempPathFactory
             assert kept + (len(timers.wheel) - before) + cancels == len(records)
 
     with_timers(data_dir, run)
+
+
+def test_idempotent_sequences_come_back_after_an_unclean_start(tmp_path: Path) -> None:
+    """The target's producer state never saw the batch the timer log took; without the
+    SEQUENCE record an unclean start would forget it and refuse the producer's next batch."""
+    data_dir = tmp_path / "data"
+
+    def produce_three(broker: Broker, timers: TimerService) -> None:
+        now_ms = timers.wheel.current_tick * timers.wheel.tick_ms
+        partition_log = broker.partition_log(TOPIC, 0)
+        first = build_batch([NewRecord(b"a")], producer_id=7, producer_epoch=0,
+                            base_sequence=0, now_ms=now_ms)
+        partition_log.append([RecordBatch(memoryview(first))], now_ms=now_ms)
+        taken = build_batch([delayed(b"b", now_ms + 60_000), NewRecord(b"c")], producer_id=7,
+                            producer_epoch=0, base_sequence=1, now_ms=now_ms)
+        timers.divert(partition_log, TP, [RecordBatch(memoryview(taken))], now_ms)
+        assert partition_log.producer_state.producers[7].last_sequence == 2
+
+    with_timers(data_dir, produce_three)
+    for snapshot in (data_dir / f"{TOPIC}-0").glob("*.snapshot"):
+        snapshot.unlink()  # as if the broker died before writing one
+
+    def restart(broker: Broker, timers: TimerService) -> None:
+        state = broker.partition_log(TOPIC, 0).producer_state
+        assert state.producers[7].last_sequence == 2
+        state.check(7, 0, 3, 3)  # the producer's next batch is in sequence
+
+    with_timers(data_dir, restart)

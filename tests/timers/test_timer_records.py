@@ -11,6 +11,7 @@ from tidelog.storage.timer_records import (
     DELAY_LEVELS_MS,
     Cancel,
     Done,
+    ProducerSequence,
     Schedule,
     TimerRecordError,
     decode_meta,
@@ -51,23 +52,26 @@ def test_bad_headers_are_invalid_records(headers: list[tuple[str, bytes | None]]
         delivery_time(headers, 0, WEEK_MS)
 
 
+Meta = Schedule | Cancel | Done | ProducerSequence
 metas = st.one_of(
     st.builds(Schedule, st.integers(0, 2**62), st.integers(0, 2**62), st.integers(0, 2**62),
               st.text(max_size=40), st.integers(0, 2**31 - 1)),
     st.builds(Cancel, st.integers(0, 2**62), st.text(max_size=40), st.binary(max_size=40)),
     st.builds(Done, st.integers(-1, 2**62), st.text(max_size=40), st.integers(0, 2**31 - 1),
               st.lists(st.integers(0, 2**62), max_size=20).map(tuple)),
+    st.builds(ProducerSequence, st.integers(0, 2**62), st.integers(0, 2**15 - 1),
+              st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1), st.text(max_size=40),
+              st.integers(0, 2**31 - 1)),
 )
 
 
 @given(metas)
-def test_meta_round_trips(meta: Schedule | Cancel | Done) -> None:
+def test_meta_round_trips(meta: Meta) -> None:
     assert decode_meta(encode_meta(meta)) == meta
 
 
 @given(metas, st.data())
-def test_every_cut_or_change_is_refused_or_decoded(meta: Schedule | Cancel | Done,
-                                                   data: st.DataObject) -> None:
+def test_every_cut_or_change_is_refused_or_decoded(meta: Meta, data: st.DataObject) -> None:
     """A meta cut short or with a byte more is refused with TimerRecordError, only."""
     encoded = encode_meta(meta)
     cut = data.draw(st.integers(0, len(encoded) - 1))

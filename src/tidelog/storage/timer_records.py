@@ -29,6 +29,11 @@ record is (big-endian; strings are int16 length + UTF-8):
     2 DONE      targetOffset int64, partition int32, topic, count int32, count x timerId int64
                 These timer records were delivered (the last at targetOffset of the target
                 partition; -1 when none was: cancelled, or the target is gone).
+    3 SEQUENCE  producerId int64, producerEpoch int16, firstSequence int32, lastSequence
+                int32, partition int32, topic
+                An idempotent producer's batch went to the timer log (all its records, due-now
+                ones due at once): the target's producer state counts these sequence numbers,
+                and this record restores them after an unclean start.
 
 A timer record's id is its offset in `__tidelog_timer`. A delivered record carries two more
 headers after the producer's: `TIMER_ENQUEUE_MS` (the broker's receipt time, decimal) and
@@ -72,6 +77,7 @@ class TimerKind(enum.IntEnum):
     SCHEDULE = 0
     CANCEL = 1
     DONE = 2
+    SEQUENCE = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +104,26 @@ class Done:
     timer_ids: tuple[int, ...]
 
 
-TimerMeta = Schedule | Cancel | Done
+@dataclass(frozen=True, slots=True)
+class ProducerSequence:
+    """An idempotent producer's batch taken by the timer log instead of its target: the
+    target's producer state must count its sequence numbers (docs/delivery.md)."""
+
+    producer_id: int
+    producer_epoch: int
+    first_sequence: int
+    last_sequence: int
+    topic: str
+    partition: int
+
+
+TimerMeta = Schedule | Cancel | Done | ProducerSequence
 
 _HEAD = struct.Struct(">bb")
 _SCHEDULE = struct.Struct(">qqqi")
 _CANCEL = struct.Struct(">q")
 _DONE = struct.Struct(">qi")
+_SEQUENCE = struct.Struct(">qhiii")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _VERSION = 0
@@ -182,6 +202,13 @@ def encode_meta(meta: TimerMeta) -> bytes:
             + _string(meta.topic)
             + _string(meta.uniq_key)
         )
+    if isinstance(meta, ProducerSequence):
+        return (
+            _HEAD.pack(_VERSION, TimerKind.SEQUENCE)
+            + _SEQUENCE.pack(meta.producer_id, meta.producer_epoch, meta.first_sequence,
+                             meta.last_sequence, meta.partition)
+            + _string(meta.topic)
+        )
     ids = meta.timer_ids
     return (
         _HEAD.pack(_VERSION, TimerKind.DONE)
@@ -253,6 +280,11 @@ def decode_meta(value: bytes | None) -> TimerMeta:
                 raise TimerRecordError("timer DONE record ids do not match their count")
             ids = struct.unpack_from(f">{count}q", value, reader.position)
             return Done(target_offset, topic, partition, ids)
+        if kind == TimerKind.SEQUENCE:
+            producer_id, epoch, first, last, partition = reader.take(_SEQUENCE)
+            topic = reader.string().decode("utf-8")
+            reader.end()
+            return ProducerSequence(producer_id, epoch, first, last, topic, partition)
     except UnicodeDecodeError as error:
         raise TimerRecordError(f"timer record topic: {error}") from None
     raise TimerRecordError(f"timer record kind {kind}")

@@ -36,6 +36,7 @@ from tidelog.storage.timer_records import (
     TIMER_PRODUCER_ID,
     Cancel,
     Done,
+    ProducerSequence,
     TimerRecordError,
     decode_meta,
     header_value,
@@ -74,6 +75,7 @@ class LoadedTimers:
     target_index: dict[TopicPartition, int] = field(default_factory=dict)
     tags: array[int] = field(default_factory=lambda: array("i"))
     cancels: dict[tuple[str, bytes], tuple[int, int]] = field(default_factory=dict)
+    sequences: list[ProducerSequence] = field(default_factory=list)  # in timer-log order
     last_done_offset: dict[TopicPartition, int] = field(default_factory=dict)
     # Per pending entry while loading, then reduced to the minimum per target (min_log_end).
     log_ends: array[int] = field(default_factory=lambda: array("q"))
@@ -157,6 +159,8 @@ def load_timer_log(timer_log: PartitionLog, now_ms: int) -> LoadedTimers:
         if isinstance(meta, Cancel):
             if meta.expires_ms > now_ms:
                 loaded.cancels[(meta.topic, meta.uniq_key)] = (meta.expires_ms, offset)
+        elif isinstance(meta, ProducerSequence):
+            loaded.sequences.append(meta)
         elif isinstance(meta, Done):
             done.update(meta.timer_ids)
             if meta.target_offset >= 0:

@@ -48,6 +48,7 @@ from tidelog.storage.timer_records import (
     UNIQ_KEY_HEADER,
     Cancel,
     Done,
+    ProducerSequence,
     Schedule,
     TimerMeta,
     TimerRecordError,
@@ -127,6 +128,7 @@ class TimerService:
     def _load(self, now_ms: int) -> None:
         loaded = load_timer_log(self.log, now_ms)
         self._cancels = loaded.cancels
+        self._restore_sequences(loaded.sequences)
         delivered: dict[int, int] = {}
         pending_tags = set(loaded.tags)
         for tp, tag in loaded.target_index.items():
@@ -164,6 +166,7 @@ class TimerService:
         timer_records: list[NewRecord] = []
         schedules: list[tuple[int, int]] = []  # (position in timer_records, due_ms)
         cancels: list[tuple[int, Cancel]] = []
+        sequenced: list[RecordBatch] = []  # idempotent batches taken whole
         for batch in batches:
             if batch.producer_id == TIMER_PRODUCER_ID:
                 raise InvalidRecordError(f"producer id {TIMER_PRODUCER_ID} is reserved")
@@ -195,11 +198,11 @@ class TimerService:
                 kept.append(batch)  # nothing delayed: the producer's bytes, untouched
                 continue
             if batch.producer_id >= 0:
-                raise InvalidRecordError(
-                    "delayed delivery needs a producer without idempotence or transactions "
-                    "(enable.idempotence=false): the delayed records would leave gaps in its "
-                    "sequence numbers on the target partition"
-                )
+                if not self._take_idempotent(partition_log, tp, batch, now_ms, now_records,
+                                             first_timer, timer_records, schedules, cancels):
+                    continue  # a retry of a batch taken before
+                sequenced.append(batch)
+                continue
             if now_records:
                 kept.append(RecordBatch(memoryview(build_batch(
                     [NewRecord(r.value, r.key, r.headers, r.timestamp) for r in now_records],
@@ -217,6 +220,11 @@ class TimerService:
         except KafkaError as error:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                              f"timer log append failed: {error}") from None
+        for batch in sequenced:  # the target counts their sequence numbers from now on
+            partition_log.producer_state.update(
+                batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                batch.last_sequence, -1, -1, batch.max_timestamp,
+            )
         tag = self._tag(tp)
         for position, due_ms in schedules:
             self.wheel.add(due_ms, appended.base_offset + position, tag)
@@ -226,6 +234,62 @@ class TimerService:
                 cancel.expires_ms, appended.base_offset + position
             )
         return Diverted(kept, self.log, appended.last_offset + 1)
+
+    def _take_idempotent(
+        self, partition_log: PartitionLog, tp: TopicPartition, batch: RecordBatch, now_ms: int,
+        now_records: list[Record], first_timer: int, timer_records: list[NewRecord],
+        schedules: list[tuple[int, int]], cancels: list[tuple[int, Cancel]],
+    ) -> bool:
+        """An idempotent producer's batch holding delayed records goes to the timer log whole
+        (its due-now records due at once), so its sequence numbers stay whole: checked here
+        against the target's producer state like an append (a retry of a batch taken before
+        is a duplicate: False, nothing more is scheduled; a gap is OUT_OF_ORDER_SEQUENCE) and
+        counted there once the timer batch is written. Transactional batches are refused."""
+        if batch.is_transactional:
+            raise InvalidRecordError(
+                "transactional producers cannot delay records: a transaction's records must "
+                "become visible when it commits"
+            )
+        duplicate = partition_log.producer_state.check(
+            batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
+            never_written=partition_log.log_end_offset == 0,
+        )
+        if duplicate is not None:
+            del timer_records[first_timer:]
+            schedules[:] = [entry for entry in schedules if entry[0] < first_timer]
+            cancels[:] = [entry for entry in cancels if entry[0] < first_timer]
+            return False
+        for record in now_records:
+            schedule = Schedule(now_ms, now_ms, partition_log.log_end_offset, tp.topic,
+                                tp.partition)
+            schedules.append((len(timer_records), now_ms))
+            timer_records.append(_timer_record(record, schedule))
+        timer_records.append(_meta_record(ProducerSequence(
+            batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
+            tp.topic, tp.partition,
+        )))
+        return True
+
+    def _restore_sequences(self, sequences: list[ProducerSequence]) -> None:
+        """After an unclean start the target's producer state is rebuilt from its own log,
+        which never held the batches the timer log took: count them again where the state
+        has nothing newer."""
+        for meta in sequences:
+            try:
+                target = self.broker.partition_log(meta.topic, meta.partition)
+            except KafkaError:
+                continue
+            state = target.producer_state
+            entry = state.producers.get(meta.producer_id)
+            if entry is not None:
+                if meta.producer_epoch < entry.producer_epoch:
+                    continue
+                if meta.producer_epoch == entry.producer_epoch and (
+                    entry.last_sequence >= meta.first_sequence
+                ):
+                    continue
+            state.update(meta.producer_id, meta.producer_epoch, meta.first_sequence,
+                         meta.last_sequence, -1, -1, -1)
 
     # ------------------------------------------------------------------ delivery
 
