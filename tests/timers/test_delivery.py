@@ -305,10 +305,10 @@ def scrape(port: int) -> dict[tuple[str, str, str], float]:
 
 
 def test_other_python_clients_schedule_and_read(broker: BrokerProcess) -> None:
-    """kafka-python produces (idempotence off: its 2.1+ default is on), aiokafka reads."""
+    """kafka-python produces (idempotent: its 2.1+ default), aiokafka reads."""
     name = unique("clients")
     create_topic(broker.bootstrap, name, configs=DELAY_TOPIC)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
     sent_ms = now_ms()
     first = producer.send(name, b"later", key=b"k", headers=[("TIMER_DELAY_MS", b"700")])
     producer.flush(15)  # a batch of its own: a mixed batch answers the due-now offsets
