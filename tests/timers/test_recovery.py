@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from tidelog.broker.config import load_config
 from tidelog.broker.state import Broker
 from tidelog.broker.timers.service import TimerService, service
-from tidelog.errors import ErrorCode, KafkaError
+from tidelog.errors import ErrorCode, InvalidRecordError, KafkaError
 from tidelog.records.batch import Codec, RecordBatch, iter_batches
 from tidelog.records.builder import NewRecord, build_batch
 from tidelog.records.record import Record, iter_records
-from tidelog.storage.timer_records import TIMER_TOPIC
+from tidelog.storage.timer_records import TIMER_TOPIC, delivery_time, header_value
 from tidelog.types import TopicPartition
 
 TOPIC = "later"
@@ -150,27 +150,38 @@ _RECORDS = st.lists(
 @given(batches=st.lists(_RECORDS, min_size=1, max_size=5), codec=st.sampled_from(list(Codec)))
 def test_produce_hook_takes_any_headers(tmp_path_factory: pytest.TempPathFactory,
                                         batches: list[list[NewRecord]], codec: Codec) -> None:
-    """Any header names and values: the hook answers with a Kafka error or takes the batch,
-    and what it keeps plus what it schedules is what was sent (cancels aside)."""
+    """Any header names and values: the hook refuses the batch exactly when a model of the
+    header rules does, keeps the due-now records and schedules the others (both the column
+    scan and the full decode decide)."""
     data_dir = tmp_path_factory.mktemp("fuzz") / "data"
 
     def run(broker: Broker, timers: TimerService) -> None:
         partition_log = broker.partition_log(TOPIC, 0)
         now_ms = timers.wheel.current_tick * timers.wheel.tick_ms
+        max_delay_ms = partition_log.config.tidelog_delivery_max_delay_ms
         for records in batches:
+            expected: tuple[int, int] | None = (0, 0)  # (kept, scheduled); None: refused
+            for record in records:
+                if header_value(record.headers, "TIMER_CANCEL") is not None:
+                    continue  # the first TIMER_CANCEL header decides
+                try:
+                    due_ms = delivery_time(record.headers, now_ms, max_delay_ms)
+                except InvalidRecordError:
+                    expected = None
+                    break
+                later = due_ms is not None and due_ms > now_ms
+                expected = (expected[0] + (not later), expected[1] + later)
             batch = RecordBatch(memoryview(build_batch(records, codec=codec, now_ms=now_ms)))
             before = len(timers.wheel)
             try:
                 diverted = timers.divert(partition_log, TP, [batch], now_ms)
             except KafkaError as error:
-                assert error.code in (ErrorCode.INVALID_RECORD, ErrorCode.CORRUPT_MESSAGE)
+                assert expected is None, error
+                assert error.code == ErrorCode.INVALID_RECORD
                 assert len(timers.wheel) == before
                 continue
             kept = sum(b.records_count for b in diverted.batches)
-            cancels = sum(
-                1 for r in records if any(k == "TIMER_CANCEL" and v is not None
-                                          for k, v in r.headers))
-            assert kept + (len(timers.wheel) - before) + cancels == len(records)
+            assert (kept, len(timers.wheel) - before) == expected
 
     with_timers(data_dir, run)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidelog.broker import clock
+from tidelog.broker.timers.headers import any_timer_record
 from tidelog.broker.timers.loading import (
     find_delivered,
     load_timer_log,
@@ -172,8 +173,12 @@ class TimerService:
                 raise InvalidRecordError(f"producer id {TIMER_PRODUCER_ID} is reserved")
             batch.validate()  # header and CRC before decoding (CorruptRecordError)
             limit = max(config.max_message_bytes * 64, DEFAULT_MAX_UNCOMPRESSED_BYTES)
-            if not _may_carry_timer_headers(batch, limit):
+            section = _records_section(batch, limit)
+            if not (_NAME_PARTS[0] in section or _NAME_PARTS[1] in section):
                 kept.append(batch)  # no header name can be in it: not even decoded
+                continue
+            if not any_timer_record(batch, section, now_ms, config.tidelog_delivery_max_delay_ms):
+                kept.append(batch)  # every record due now: the producer's bytes, untouched
                 continue
             now_records: list[Record] = []
             first_timer = len(timer_records)
@@ -515,15 +520,13 @@ class TimerService:
             self._handle.cancel()
 
 
-def _may_carry_timer_headers(batch: RecordBatch, max_uncompressed_bytes: int) -> bool:
-    """A substring search (C speed) over the records section: every timer header name holds
-    `DELAY` or `TIMER_`, so a batch with neither needs no per-record decoding."""
-    records = batch.records_bytes
+def _records_section(batch: RecordBatch, max_uncompressed_bytes: int) -> bytes:
+    """The batch's records, decompressed, as bytes (`in` on a memoryview compares items, not
+    substrings). Every timer header name holds `DELAY` or `TIMER_`: a section with neither
+    needs no decoding."""
     if batch.codec == Codec.NONE:
-        data = bytes(records)  # `in` on a memoryview compares items, not substrings
-    else:
-        data = bytes(decompress(batch.codec, records, max_uncompressed_bytes))
-    return _NAME_PARTS[0] in data or _NAME_PARTS[1] in data
+        return bytes(batch.records_bytes)
+    return decompress(batch.codec, batch.records_bytes, max_uncompressed_bytes)
 
 
 _NAME_PARTS = (b"DELAY", b"TIMER_")
