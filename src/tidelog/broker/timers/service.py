@@ -3,10 +3,10 @@
 Runs on the event loop; every call is synchronous (page-cache I/O, like the other writers of
 internal topics). Design, exactly-once argument and limits: `docs/delivery.md`.
 
-- `divert` (the produce hook, topics with `tidelog.delivery.delay.enable=true`): decodes the
-  request's batch, appends its due-later records and cancels to the timer log as one batch
-  (answered once that batch is durable, under the same rules as any append), adds each to the
-  timing wheel, and hands the due-now records back to be appended as usual.
+- `divert` (the produce hook, topics with `tidelog.delivery.delay.enable=true`): has
+  `divert.split_batches` sort the request's batch, appends its due-later records and cancels
+  to the timer log as one batch (answered once that batch is durable, under the same rules as
+  any append), adds each to the timing wheel, and hands the rest back to be appended as usual.
 - `deliver_due` (every wheel tick, 100 ms): takes the entries the wheel expires, reads their
   bodies from the timer log, appends them per target partition (batches of the producer id
   `TIMER_PRODUCER_ID`, each record carrying its timer id), then appends one DONE record per
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidelog.broker import clock
-from tidelog.broker.timers.headers import any_timer_record
+from tidelog.broker.timers.divert import meta_record, split_batches
 from tidelog.broker.timers.loading import (
     find_delivered,
     load_timer_log,
@@ -34,27 +34,21 @@ from tidelog.broker.timers.loading import (
 )
 from tidelog.broker.timers.metrics import TimerCollector, TopicTimers
 from tidelog.errors import ErrorCode, InvalidRecordError, KafkaError
-from tidelog.records.batch import Codec, RecordBatch, iter_batches
+from tidelog.records.batch import RecordBatch, iter_batches
 from tidelog.records.builder import NewRecord, build_batch
-from tidelog.records.codecs import DEFAULT_MAX_UNCOMPRESSED_BYTES, decompress
 from tidelog.records.record import Record, iter_records
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.timer_records import (
-    CANCEL_HEADER,
     DELIVERED_ID_HEADER,
     ENQUEUE_HEADER,
-    TIMER_META_HEADER,
     TIMER_PRODUCER_ID,
     TIMER_TOPIC,
     UNIQ_KEY_HEADER,
-    Cancel,
     Done,
     ProducerSequence,
     Schedule,
     TimerMeta,
     TimerRecordError,
-    delivery_time,
-    encode_meta,
     header_value,
     split_meta,
 )
@@ -162,59 +156,10 @@ class TimerService:
     ) -> Diverted:
         """Split one partition's batches of a delay-enabled topic (module docstring).
         Raises KafkaError (INVALID_RECORD, CORRUPT_MESSAGE) for what the partition refuses."""
-        config = partition_log.config
-        kept: list[RecordBatch] = []
-        timer_records: list[NewRecord] = []
-        schedules: list[tuple[int, int]] = []  # (position in timer_records, due_ms)
-        cancels: list[tuple[int, Cancel]] = []
-        sequenced: list[RecordBatch] = []  # idempotent batches taken whole
-        for batch in batches:
-            if batch.producer_id == TIMER_PRODUCER_ID:
-                raise InvalidRecordError(f"producer id {TIMER_PRODUCER_ID} is reserved")
-            batch.validate()  # header and CRC before decoding (CorruptRecordError)
-            limit = max(config.max_message_bytes * 64, DEFAULT_MAX_UNCOMPRESSED_BYTES)
-            section = _records_section(batch, limit)
-            if not (_NAME_PARTS[0] in section or _NAME_PARTS[1] in section):
-                kept.append(batch)  # no header name can be in it: not even decoded
-                continue
-            if not any_timer_record(batch, section, now_ms, config.tidelog_delivery_max_delay_ms):
-                kept.append(batch)  # every record due now: the producer's bytes, untouched
-                continue
-            now_records: list[Record] = []
-            first_timer = len(timer_records)
-            for record in iter_records(batch, max_uncompressed_bytes=limit):
-                cancel_key = header_value(record.headers, CANCEL_HEADER)
-                if cancel_key is not None:
-                    cancel = Cancel(now_ms + config.tidelog_delivery_max_delay_ms, tp.topic,
-                                    cancel_key)
-                    cancels.append((len(timer_records), cancel))
-                    timer_records.append(_timer_record(record, cancel))
-                    continue
-                due_ms = delivery_time(record.headers, now_ms,
-                                       config.tidelog_delivery_max_delay_ms)
-                if due_ms is None or due_ms <= now_ms:
-                    now_records.append(record)
-                    continue
-                schedule = Schedule(due_ms, now_ms, partition_log.log_end_offset, tp.topic,
-                                    tp.partition)
-                schedules.append((len(timer_records), due_ms))
-                timer_records.append(_timer_record(record, schedule))
-            if len(timer_records) == first_timer:
-                kept.append(batch)  # nothing delayed: the producer's bytes, untouched
-                continue
-            if batch.producer_id >= 0:
-                if not self._take_idempotent(partition_log, tp, batch, now_ms, now_records,
-                                             first_timer, timer_records, schedules, cancels):
-                    continue  # a retry of a batch taken before
-                sequenced.append(batch)
-                continue
-            if now_records:
-                kept.append(RecordBatch(memoryview(build_batch(
-                    [NewRecord(r.value, r.key, r.headers, r.timestamp) for r in now_records],
-                    now_ms=now_ms,
-                ))))
+        parts = split_batches(partition_log, tp, batches, now_ms)
+        timer_records, schedules, cancels = parts.timer_records, parts.schedules, parts.cancels
         if not timer_records:
-            return Diverted(kept, None, -1)
+            return Diverted(parts.kept, None, -1)
         if cancels and len(self._cancels) + len(cancels) > MAX_LIVE_CANCELS:
             raise InvalidRecordError(f"more than {MAX_LIVE_CANCELS} live TIMER_CANCEL records")
         try:
@@ -225,7 +170,7 @@ class TimerService:
         except KafkaError as error:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                              f"timer log append failed: {error}") from None
-        for batch in sequenced:  # the target counts their sequence numbers from now on
+        for batch in parts.sequenced:  # the target counts their sequence numbers from now on
             partition_log.producer_state.update(
                 batch.producer_id, batch.producer_epoch, batch.base_sequence,
                 batch.last_sequence, -1, -1, batch.max_timestamp,
@@ -238,42 +183,7 @@ class TimerService:
             self._cancels[(cancel.topic, cancel.uniq_key)] = (
                 cancel.expires_ms, appended.base_offset + position
             )
-        return Diverted(kept, self.log, appended.last_offset + 1)
-
-    def _take_idempotent(
-        self, partition_log: PartitionLog, tp: TopicPartition, batch: RecordBatch, now_ms: int,
-        now_records: list[Record], first_timer: int, timer_records: list[NewRecord],
-        schedules: list[tuple[int, int]], cancels: list[tuple[int, Cancel]],
-    ) -> bool:
-        """An idempotent producer's batch holding delayed records goes to the timer log whole
-        (its due-now records due at once), so its sequence numbers stay whole: checked here
-        against the target's producer state like an append (a retry of a batch taken before
-        is a duplicate: False, nothing more is scheduled; a gap is OUT_OF_ORDER_SEQUENCE) and
-        counted there once the timer batch is written. Transactional batches are refused."""
-        if batch.is_transactional:
-            raise InvalidRecordError(
-                "transactional producers cannot delay records: a transaction's records must "
-                "become visible when it commits"
-            )
-        duplicate = partition_log.producer_state.check(
-            batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
-            never_written=partition_log.log_end_offset == 0,
-        )
-        if duplicate is not None:
-            del timer_records[first_timer:]
-            schedules[:] = [entry for entry in schedules if entry[0] < first_timer]
-            cancels[:] = [entry for entry in cancels if entry[0] < first_timer]
-            return False
-        for record in now_records:
-            schedule = Schedule(now_ms, now_ms, partition_log.log_end_offset, tp.topic,
-                                tp.partition)
-            schedules.append((len(timer_records), now_ms))
-            timer_records.append(_timer_record(record, schedule))
-        timer_records.append(_meta_record(ProducerSequence(
-            batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
-            tp.topic, tp.partition,
-        )))
-        return True
+        return Diverted(parts.kept, self.log, appended.last_offset + 1)
 
     def _restore_sequences(self, sequences: list[ProducerSequence]) -> None:
         """After an unclean start the target's producer state is rebuilt from its own log,
@@ -475,7 +385,7 @@ class TimerService:
     def _append_done(self, tp: TopicPartition, target_offset: int, ids: list[int]) -> None:
         now_ms = clock.now_ms()
         records = [
-            _meta_record(Done(target_offset, tp.topic, tp.partition,
+            meta_record(Done(target_offset, tp.topic, tp.partition,
                               tuple(ids[i:i + DONE_IDS_PER_RECORD])))
             for i in range(0, len(ids), DONE_IDS_PER_RECORD)
         ]
@@ -518,30 +428,6 @@ class TimerService:
         self._closed = True
         if self._handle is not None:
             self._handle.cancel()
-
-
-def _records_section(batch: RecordBatch, max_uncompressed_bytes: int) -> bytes:
-    """The batch's records, decompressed, as bytes (`in` on a memoryview compares items, not
-    substrings). Every timer header name holds `DELAY` or `TIMER_`: a section with neither
-    needs no decoding."""
-    if batch.codec == Codec.NONE:
-        return bytes(batch.records_bytes)
-    return decompress(batch.codec, batch.records_bytes, max_uncompressed_bytes)
-
-
-_NAME_PARTS = (b"DELAY", b"TIMER_")
-
-
-def _timer_record(record: Record, meta: TimerMeta) -> NewRecord:
-    return NewRecord(
-        record.value, record.key,
-        (*record.headers, (TIMER_META_HEADER, encode_meta(meta))),
-        record.timestamp,
-    )
-
-
-def _meta_record(meta: TimerMeta) -> NewRecord:
-    return NewRecord(None, None, ((TIMER_META_HEADER, encode_meta(meta)),))
 
 
 def _estimated_size(record: NewRecord) -> int:
