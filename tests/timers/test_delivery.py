@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
 from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
+import kafka_peer
 from broker.metrics_probe import metrics_args
 from conftest import BrokerFactory, BrokerProcess
 from tidelog.cli.timers import timers
@@ -336,3 +337,24 @@ def test_other_python_clients_schedule_and_read(broker: BrokerProcess) -> None:
     got = asyncio.run(read())
     assert [value for value, _ in got] == [b"now", b"later"]
     assert got[1][1] >= sent_ms + 700
+
+
+def test_java_console_producer_with_its_idempotent_default(broker: BrokerProcess) -> None:
+    """Kafka's own kafka-console-producer (Java client, idempotence on by default) schedules
+    records through headers; each arrives once, the delayed one last."""
+    name = unique("java")
+    create_topic(broker.bootstrap, name, configs=DELAY_TOPIC)
+    sent_ms = now_ms()
+    kafka_peer.run_tool(
+        "kafka-console-producer", "--bootstrap-server", broker.bootstrap, "--topic", name,
+        "--property", "parse.headers=true", "--property", "parse.key=false",
+        input="TIMER_DELAY_MS:800\tlater\nk:v\tnow\n", timeout=120,
+    )
+    reader = Reader(broker.bootstrap, name)
+    try:
+        records = reader.read_count(2)
+    finally:
+        reader.close()
+    assert [r.value for r in records] == [b"now", b"later"]
+    assert records[1].received_ms >= sent_ms + 800
+    assert records[1].headers[0] == ("TIMER_DELAY_MS", b"800")
