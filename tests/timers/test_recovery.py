@@ -212,3 +212,16 @@ def test_idempotent_sequences_come_back_after_an_unclean_start(tmp_path: Path) -
         state.check(7, 0, 3, 3)  # the producer's next batch is in sequence
 
     with_timers(data_dir, restart)
+
+
+def test_a_topic_created_again_gets_none_of_its_predecessors_records(tmp_path: Path) -> None:
+    def run(broker: Broker, timers: TimerService) -> None:
+        now_ms = timers.wheel.current_tick * timers.wheel.tick_ms
+        divert(broker, timers, now_ms, delayed(b"old", now_ms + 300))
+        broker.delete_topic(TOPIC)
+        broker.create_topic(TOPIC, 1, {"tidelog.delivery.delay.enable": "true"})
+        assert timers.deliver_due(now_ms + 1_000) == 0
+        assert target_records(broker) == []
+        assert len(timers.wheel) == 0
+
+    with_timers(tmp_path / "data", run)

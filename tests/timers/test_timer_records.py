@@ -55,7 +55,8 @@ def test_bad_headers_are_invalid_records(headers: list[tuple[str, bytes | None]]
 Meta = Schedule | Cancel | Done | ProducerSequence
 metas = st.one_of(
     st.builds(Schedule, st.integers(0, 2**62), st.integers(0, 2**62), st.integers(0, 2**62),
-              st.text(max_size=40), st.integers(0, 2**31 - 1)),
+              st.text(max_size=40), st.integers(0, 2**31 - 1), st.binary(min_size=16,
+                                                                         max_size=16)),
     st.builds(Cancel, st.integers(0, 2**62), st.text(max_size=40), st.binary(max_size=40)),
     st.builds(Done, st.integers(-1, 2**62), st.text(max_size=40), st.integers(0, 2**31 - 1),
               st.lists(st.integers(0, 2**62), max_size=20).map(tuple)),

@@ -20,10 +20,12 @@ The record's last header is `__tidelog.timer` (`TIMER_META_HEADER`), whose value
 record is (big-endian; strings are int16 length + UTF-8):
 
     version int8 (0), kind int8, then by kind:
-    0 SCHEDULE  dueMs int64, enqueueMs int64, targetLogEnd int64, partition int32, topic
+    0 SCHEDULE  dueMs int64, enqueueMs int64, targetLogEnd int64, topicId 16 bytes,
+                partition int32, topic
                 The record's key, value, other headers and timestamp are the producer's own,
                 delivered unchanged. targetLogEnd: the target partition's log end offset when
-                scheduled (no delivery of this record can sit below it).
+                scheduled (no delivery of this record can sit below it). topicId: the target
+                topic's id (a topic created again under the name gets none of these records).
     1 CANCEL    expiresMs int64, topic, uniqKey (string)
                 Cancels the topic's records with that UNIQ_KEY delivered before expiresMs.
     2 DONE      targetOffset int64, partition int32, topic, count int32, count x timerId int64
@@ -48,6 +50,7 @@ import enum
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tidelog.errors import InvalidRecordError
 from tidelog.records.record import Header
@@ -87,6 +90,8 @@ class Schedule:
     target_log_end: int
     topic: str
     partition: int
+    topic_id: bytes = bytes(16)  # the target topic's id: a topic deleted and created again
+    # under the same name is another topic, and its predecessor's records are dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +125,7 @@ class ProducerSequence:
 TimerMeta = Schedule | Cancel | Done | ProducerSequence
 
 _HEAD = struct.Struct(">bb")
-_SCHEDULE = struct.Struct(">qqqi")
+_SCHEDULE = struct.Struct(">qqq16si")
 _CANCEL = struct.Struct(">q")
 _DONE = struct.Struct(">qi")
 _SEQUENCE = struct.Struct(">qhiii")
@@ -192,7 +197,8 @@ def encode_meta(meta: TimerMeta) -> bytes:
     if isinstance(meta, Schedule):
         return (
             _HEAD.pack(_VERSION, TimerKind.SCHEDULE)
-            + _SCHEDULE.pack(meta.due_ms, meta.enqueue_ms, meta.target_log_end, meta.partition)
+            + _SCHEDULE.pack(meta.due_ms, meta.enqueue_ms, meta.target_log_end, meta.topic_id,
+                             meta.partition)
             + _string(meta.topic)
         )
     if isinstance(meta, Cancel):
@@ -230,7 +236,7 @@ class _Reader:
         self.data = data
         self.position = 0
 
-    def take(self, form: struct.Struct) -> tuple[int, ...]:
+    def take(self, form: struct.Struct) -> tuple[Any, ...]:
         end = self.position + form.size
         if end > len(self.data):
             raise TimerRecordError("timer record meta cut short")
@@ -262,10 +268,10 @@ def decode_meta(value: bytes | None) -> TimerMeta:
         raise TimerRecordError(f"timer record version {version}")
     try:
         if kind == TimerKind.SCHEDULE:
-            due_ms, enqueue_ms, target_log_end, partition = reader.take(_SCHEDULE)
+            due_ms, enqueue_ms, target_log_end, topic_id, partition = reader.take(_SCHEDULE)
             topic = reader.string().decode("utf-8")
             reader.end()
-            return Schedule(due_ms, enqueue_ms, target_log_end, topic, partition)
+            return Schedule(due_ms, enqueue_ms, target_log_end, topic, partition, topic_id)
         if kind == TimerKind.CANCEL:
             (expires_ms,) = reader.take(_CANCEL)
             topic = reader.string().decode("utf-8")
@@ -290,7 +296,8 @@ def decode_meta(value: bytes | None) -> TimerMeta:
     raise TimerRecordError(f"timer record kind {kind}")
 
 
-_SCHEDULE_HEAD = struct.Struct(">bbqqqih")  # version, kind, SCHEDULE fields, topic length
+# version, kind, dueMs, enqueueMs, targetLogEnd, topicId, partition, topic length
+_SCHEDULE_HEAD = struct.Struct(">bbqqq16sih")
 
 
 def schedule_fields(value: bytes) -> tuple[int, int, int, bytes] | None:
@@ -298,8 +305,8 @@ def schedule_fields(value: bytes) -> tuple[int, int, int, bytes] | None:
     (start-up replays millions); None for any other or malformed meta (use decode_meta)."""
     if len(value) < _SCHEDULE_HEAD.size:
         return None
-    version, kind, due_ms, _, target_log_end, partition, length = _SCHEDULE_HEAD.unpack_from(
-        value
+    version, kind, due_ms, _, target_log_end, _, partition, length = (
+        _SCHEDULE_HEAD.unpack_from(value)
     )
     if version != _VERSION or kind != TimerKind.SCHEDULE or len(value) != (
         _SCHEDULE_HEAD.size + length

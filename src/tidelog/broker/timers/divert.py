@@ -49,8 +49,8 @@ class Split:
 
 
 def split_batches(
-    partition_log: PartitionLog, tp: TopicPartition, batches: Sequence[RecordBatch],
-    now_ms: int,
+    partition_log: PartitionLog, tp: TopicPartition, topic_id: bytes,
+    batches: Sequence[RecordBatch], now_ms: int,
 ) -> Split:
     """Raises KafkaError (INVALID_RECORD, CORRUPT_MESSAGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
     INVALID_PRODUCER_EPOCH) for what the partition refuses; nothing is written here."""
@@ -86,14 +86,14 @@ def split_batches(
                 now_records.append(record)
                 continue
             schedule = Schedule(due_ms, now_ms, partition_log.log_end_offset, tp.topic,
-                                tp.partition)
+                                tp.partition, topic_id)
             schedules.append((len(timer_records), due_ms))
             timer_records.append(timer_record(record, schedule))
         if len(timer_records) == first_timer:
             kept.append(batch)  # nothing delayed: the producer's bytes, untouched
             continue
         if batch.producer_id >= 0:
-            if not _take_idempotent(partition_log, tp, batch, now_ms, now_records,
+            if not _take_idempotent(partition_log, tp, topic_id, batch, now_ms, now_records,
                                     first_timer, timer_records, schedules, cancels):
                 continue  # a retry of a batch taken before
             sequenced.append(batch)
@@ -107,7 +107,8 @@ def split_batches(
 
 
 def _take_idempotent(
-    partition_log: PartitionLog, tp: TopicPartition, batch: RecordBatch, now_ms: int,
+    partition_log: PartitionLog, tp: TopicPartition, topic_id: bytes, batch: RecordBatch,
+    now_ms: int,
     now_records: list[Record], first_timer: int, timer_records: list[NewRecord],
     schedules: list[tuple[int, int]], cancels: list[tuple[int, Cancel]],
 ) -> bool:
@@ -132,7 +133,7 @@ def _take_idempotent(
         return False
     for record in now_records:
         schedule = Schedule(now_ms, now_ms, partition_log.log_end_offset, tp.topic,
-                            tp.partition)
+                            tp.partition, topic_id)
         schedules.append((len(timer_records), now_ms))
         timer_records.append(timer_record(record, schedule))
     timer_records.append(meta_record(ProducerSequence(

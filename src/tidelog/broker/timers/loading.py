@@ -49,7 +49,7 @@ READ_CHUNK_BYTES = 4 * 1024 * 1024
 COLUMNS_BYTES = 8 * 1024 * 1024  # records decoded into columns at a time while loading
 _OFFSET_LIMIT = (1 << 63) - 1
 _META_KEY = TIMER_META_HEADER.encode()
-_PARTITION_AT = 26  # in a SCHEDULE meta: version, kind, dueMs, enqueueMs, targetLogEnd
+_PARTITION_AT = 42  # in a SCHEDULE meta: version, kind, dueMs, enqueueMs, targetLogEnd, topicId
 
 
 def iter_batches_from(partition_log: PartitionLog, start: int) -> Iterator[RecordBatch]:

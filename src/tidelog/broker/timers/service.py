@@ -111,6 +111,10 @@ class TimerService:
             self.broker.create_topic(TIMER_TOPIC, 1, TIMER_TOPIC_CONFIGS, internal=True)
         return self.broker.partition_log(TIMER_TOPIC, 0)
 
+    def _topic_id(self, topic: str) -> bytes:
+        info = self.broker.topics.get(topic)
+        return info.topic_id.bytes if info is not None else bytes(16)
+
     def _tag(self, tp: TopicPartition) -> int:
         tag = self._target_index.get(tp)
         if tag is None:
@@ -156,7 +160,7 @@ class TimerService:
     ) -> Diverted:
         """Split one partition's batches of a delay-enabled topic (module docstring).
         Raises KafkaError (INVALID_RECORD, CORRUPT_MESSAGE) for what the partition refuses."""
-        parts = split_batches(partition_log, tp, batches, now_ms)
+        parts = split_batches(partition_log, tp, self._topic_id(tp.topic), batches, now_ms)
         timer_records, schedules, cancels = parts.timer_records, parts.schedules, parts.cancels
         if not timer_records:
             return Diverted(parts.kept, None, -1)
@@ -258,6 +262,7 @@ class TimerService:
         self, tag: int, entries: list[tuple[int, int]], bodies: dict[int, Record], now_ms: int,
     ) -> int:
         tp = self._targets[tag]
+        topic_id = self._topic_id(tp.topic)
         records: list[NewRecord] = []
         ids: list[int] = []
         lags: list[int] = []
@@ -272,6 +277,10 @@ class TimerService:
                     log.error("timer record %d unreadable: %s", timer_id, error)
             if record is None or not isinstance(meta, Schedule):
                 log.error("timer record %d missing; dropped", timer_id)
+                skipped.append(timer_id)
+                continue
+            if meta.topic_id != topic_id:
+                log.warning("timer record %d dropped: topic %s was deleted", timer_id, tp.topic)
                 skipped.append(timer_id)
                 continue
             uniq_key = header_value(headers, UNIQ_KEY_HEADER)
