@@ -225,3 +225,15 @@ def test_a_topic_created_again_gets_none_of_its_predecessors_records(tmp_path: P
         assert len(timers.wheel) == 0
 
     with_timers(tmp_path / "data", run)
+
+
+def test_one_round_delivers_in_due_order(tmp_path: Path) -> None:
+    """Records expiring in the same round (a stalled loop, a restart) keep their due order."""
+    def run(broker: Broker, timers: TimerService) -> None:
+        now_ms = timers.wheel.current_tick * timers.wheel.tick_ms
+        divert(broker, timers, now_ms, delayed(b"third", now_ms + 900),
+               delayed(b"first", now_ms + 300), delayed(b"second", now_ms + 600))
+        assert timers.deliver_due(now_ms + 5_000) == 3
+        assert [r.value for r in target_records(broker)] == [b"first", b"second", b"third"]
+
+    with_timers(tmp_path / "data", run)

@@ -245,7 +245,7 @@ class TimerService:
         delivered = 0
         rounds = list(by_target.items())
         for index, (tag, entries) in enumerate(rounds):
-            entries.sort()
+            entries.sort(key=lambda entry: (entry[1], entry[0]))  # due order, then id
             try:
                 delivered += self._deliver_to(tag, entries, bodies, now_ms)
             except (OSError, KafkaError):
