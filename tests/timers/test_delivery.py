@@ -154,6 +154,16 @@ def test_refused_delays_say_why(broker: BrokerProcess) -> None:
         answer = raw_produce(broker.bootstrap, name, [NewRecord(b"x", headers=tuple(headers))])
         assert answer.error_code == ErrorCode.INVALID_RECORD
         assert message in (answer.error_message or "")
+    # The target's own checks hold for the records the timer log takes.
+    small = unique("small")
+    create_topic(broker.bootstrap, small, configs={**DELAY_TOPIC, "max.message.bytes": "200",
+                                                   "cleanup.policy": "compact"})
+    later = (("TIMER_DELAY_MS", b"500"),)
+    too_large = raw_produce(broker.bootstrap, small, [NewRecord(b"x" * 300, b"k", later)])
+    assert too_large.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    keyless = raw_produce(broker.bootstrap, small, [NewRecord(b"x", headers=later)])
+    assert keyless.error_code == ErrorCode.INVALID_RECORD
+    assert "key" in (keyless.error_message or "")
     due_now = NewRecord(b"now", headers=(("TIMER_DELAY_MS", b"0"),))
     forged = raw_produce(broker.bootstrap, name, [due_now], producer_id=1 << 62,
                          base_sequence=0)

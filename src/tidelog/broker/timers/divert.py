@@ -1,11 +1,12 @@
 """The produce side of delayed delivery: split a delay-enabled topic's batch into what is
 appended now and what goes to the timer log (docs/delivery.md).
 
-Synchronous, on the event loop. Checks in order, cheapest first: the reserved producer id;
-the CRC (before any decoding); a substring search for `DELAY` / `TIMER_` over the records
-section (most batches stop here, undecoded); the header keys on the records C extension's
-columns (`headers.py`: a batch whose timer headers all say "now" stops here); then a full
-decode classifies each record: a cancel, due later, or due now.
+Synchronous, on the event loop. Checks in order, cheapest first: the log's own client-batch
+checks (CRC, sizes; keys on a compacted topic); the reserved producer id; a substring search
+for `DELAY` / `TIMER_` over the records section (most batches stop here, undecoded); the
+header keys on the records C extension's columns (`headers.py`: a batch whose timer headers
+all say "now" stops here); then a full decode classifies each record: a cancel, due later,
+or due now.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from tidelog.records.batch import Codec, RecordBatch
 from tidelog.records.builder import NewRecord, build_batch
 from tidelog.records.codecs import DEFAULT_MAX_UNCOMPRESSED_BYTES, decompress
 from tidelog.records.record import Record, iter_records
+from tidelog.storage import log_validator
 from tidelog.storage.log import PartitionLog
+from tidelog.storage.log_validator import AppendOrigin
 from tidelog.storage.timer_records import (
     CANCEL_HEADER,
     TIMER_META_HEADER,
@@ -58,10 +61,14 @@ def split_batches(
     kept, timer_records = parts.kept, parts.timer_records
     schedules, cancels, sequenced = parts.schedules, parts.cancels, parts.sequenced
     config = partition_log.config
+    # The log's own client-batch checks (CRC, sizes, offsets, attributes) before anything is
+    # decoded: a batch the timer log takes must pass what its target would have checked.
+    log_validator.validate_batches(batches, config, AppendOrigin.CLIENT)
+    if config.compacts:
+        log_validator.require_keys(batches, config.max_message_bytes)
     for batch in batches:
         if batch.producer_id == TIMER_PRODUCER_ID:
             raise InvalidRecordError(f"producer id {TIMER_PRODUCER_ID} is reserved")
-        batch.validate()  # header and CRC before decoding (CorruptRecordError)
         limit = max(config.max_message_bytes * 64, DEFAULT_MAX_UNCOMPRESSED_BYTES)
         section = _records_section(batch, limit)
         if not (_NAME_PARTS[0] in section or _NAME_PARTS[1] in section):

@@ -66,10 +66,15 @@ DELIVERY_RECORDS_PER_BATCH = 4096
 MAX_LIVE_CANCELS = 100_000
 RETRY_AFTER_MS = 1_000  # a failed target append (disk) is tried again this much later
 LAG_SAMPLES = 10_000
-# The timer log's own configs: records stay until delivered (the service deletes below the
-# oldest pending one), and a producer's whole batch fits in one timer batch.
+# The timer log's own configs, whatever the broker's defaults: records stay until delivered
+# (the service deletes below the oldest pending one; no retention, no compaction, which would
+# key on the producers' keys), keep the producers' timestamps, and a producer's whole batch
+# fits in one timer batch. Durability follows the broker's log.durability.
 TIMER_TOPIC_CONFIGS = {
     "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "cleanup.policy": "delete",
+    "message.timestamp.type": "CreateTime",
     "segment.bytes": str(128 * 1024 * 1024),  # the cut below the oldest pending frees disk
     "max.message.bytes": str(64 * 1024 * 1024),
 }
