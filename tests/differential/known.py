@@ -151,6 +151,14 @@ _ENTRIES: list[Known] = [
         "`durability` (log.durability: pagecache or sync) is Tidelog's own topic config",
         *[(e, f"{p}/durability", "<absent>", "listed") for e, p in _ALL_CONFIG_EXCHANGES],
     ),
+    *_cause(
+        LEGIT,
+        "`tidelog.delivery.delay.enable` and `tidelog.delivery.max.delay.ms` are Tidelog's own "
+        "topic configs for delayed delivery (docs/delivery.md); Kafka has none (KIP-1277 is "
+        "under discussion)",
+        *[(e, f"{p}/{name}", "<absent>", "listed") for e, p in _ALL_CONFIG_EXCHANGES
+          for name in ("tidelog.delivery.delay.enable", "tidelog.delivery.max.delay.ms")],
+    ),
     *[
         entry
         for name, verdict, reason in _KAFKA_ONLY_TOPIC_CONFIGS

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from tidelog.storage.timer_records import TIMER_TOPIC
+
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+# Tidelog's own: delayed delivery's timer log (docs/delivery.md).
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TIMER_TOPIC})

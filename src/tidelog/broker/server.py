@@ -50,10 +50,15 @@ from tidelog.broker.net.router import Router
 from tidelog.broker.net.tls import KeyStoreWatch, key_store_watch, listener_security
 from tidelog.broker.services import PartitionReplication, SingleNodeReplication
 from tidelog.broker.state import Broker
+from tidelog.broker.timers import service as timer_service
 from tidelog.broker.transactions import service as transaction_service
 from tidelog.errors import ErrorCode
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.records.batch import RecordBatch
 from tidelog.security.scram_credentials import CredentialCache
+from tidelog.storage.log import PartitionLog
+from tidelog.storage.timer_records import TIMER_TOPIC
+from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
     from tidelog.broker.handlers.cluster_admin import ClusterProducerIds
@@ -99,6 +104,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             verify_transaction=transactions.verifier(
                 load_transactions, cluster=replication is not None
             ),
+            divert=partial(_divert, broker) if replication is None else None,
         )
     )
     table |= fetch.handlers(
@@ -180,6 +186,12 @@ def _transaction_locator(
         )
 
     return locate
+def _divert(
+    broker: Broker, partition_log: PartitionLog, tp: TopicPartition,
+    batches: list[RecordBatch], now_ms: int,
+) -> timer_service.Diverted:
+    """Delayed delivery's produce hook; the timer service starts on the first use."""
+    return timer_service.service(broker).divert(partition_log, tp, batches, now_ms)
 
 
 def _coordinator_locator(broker: Broker, replication: Replication | None) -> CoordinatorLocator:
@@ -275,6 +287,10 @@ class BrokerServer:
             # Transactions left open by the previous run time out or complete from now on.
             if self.broker.topics.get(TRANSACTION_STATE_TOPIC) is not None:
                 transaction_service.service(self.broker)
+            # Pending delayed records are delivered from now on (and those a crash left
+            # half-delivered are found) before the broker says it is ready.
+            if self.broker.topics.get(TIMER_TOPIC) is not None:
+                timer_service.service(self.broker)
         self._schedule_tick()
         return host, port
 

@@ -70,6 +70,7 @@ class Broker:
         self.replication: PartitionReplication | None = None
         self.groups: PartitionRoleListener | None = None
         self.transactions: object | None = None  # TransactionService, once started
+        self.timers: object | None = None  # timers.service.TimerService, once started
 
     @property
     def cluster_id(self) -> str:
@@ -129,4 +130,7 @@ class Broker:
         close_transactions = getattr(self.transactions, "close", None)
         if close_transactions is not None:
             close_transactions()
+        close_timers = getattr(self.timers, "close", None)
+        if close_timers is not None:
+            close_timers()
         self.logs.close(clean=True)

@@ -92,6 +92,7 @@ _TOPIC_TYPES: dict[str, ConfigType] = {
     "message.timestamp.type": ConfigType.STRING,
     "cleanup.policy": ConfigType.LIST,
     "min.cleanable.dirty.ratio": ConfigType.DOUBLE,
+    "tidelog.delivery.delay.enable": ConfigType.BOOLEAN,
 }
 _TOPIC_DOCS: dict[str, str] = {
     "segment.bytes": "Size of one log segment file in bytes; a full segment is rolled.",
@@ -109,6 +110,10 @@ _TOPIC_DOCS: dict[str, str] = {
     "delete.retention.ms": "How long compaction keeps tombstones.",
     "min.compaction.lag.ms": "Minimum age of a record before compaction may remove it.",
     "min.cleanable.dirty.ratio": "Dirty fraction of a log that triggers compaction.",
+    "tidelog.delivery.delay.enable": (
+        "Records with TIMER_DELIVER_MS, TIMER_DELAY_MS or DELAY headers are delivered when due."
+    ),
+    "tidelog.delivery.max.delay.ms": "Longest delivery delay accepted; longer: INVALID_RECORD.",
 }
 # Coarser broker spellings that also set a broker-level log setting.
 _BROKER_ALIASES: dict[str, str] = {

@@ -16,6 +16,7 @@ from tidelog.cli.dump_log import dump_log_command
 from tidelog.cli.groups import groups
 from tidelog.cli.produce import produce_command
 from tidelog.cli.serve import serve
+from tidelog.cli.timers import timers
 from tidelog.cli.topics import topics
 from tidelog.cli.transactions import transactions
 from tidelog.cli.users import users_group
@@ -42,6 +43,7 @@ main.add_command(acls)
 main.add_command(transactions)
 main.add_command(users_group)
 main.add_command(certs_command)
+main.add_command(timers)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ TOPIC_CONFIG_NAMES: dict[str, str] = {
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    # Delayed delivery (docs/delivery.md): Tidelog's own names, the same at both levels.
+    "tidelog.delivery.delay.enable": "tidelog.delivery.delay.enable",
+    "tidelog.delivery.max.delay.ms": "tidelog.delivery.max.delay.ms",
 }
 
 # topic-level name -> dataclass field
@@ -41,6 +44,8 @@ _FIELDS: dict[str, str] = {name: name.replace(".", "_") for name in TOPIC_CONFIG
 DURABILITY_MODES = ("pagecache", "sync")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("delete", "compact")
+# The timing wheel covers 100 ms x 64^5 (about 3.4 years); a year leaves room.
+MAX_DELIVERY_DELAY_MS = 365 * 24 * 3600 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,9 @@ class LogConfig:
     delete_retention_ms: int = 86_400_000
     min_compaction_lag_ms: int = 0
     min_cleanable_dirty_ratio: float = 0.5
+    # Records of such topics are decoded on produce for their timer headers (D16).
+    tidelog_delivery_delay_enable: bool = False
+    tidelog_delivery_max_delay_ms: int = 7 * 24 * 3600 * 1000
 
     def __post_init__(self) -> None:
         for name, field in _FIELDS.items():
@@ -105,7 +113,7 @@ class LogConfig:
         out: dict[str, str] = {}
         for name, field in _FIELDS.items():
             value = getattr(self, field)
-            out[name] = str(value)
+            out[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
         return out
 
 
@@ -139,6 +147,11 @@ def _check_policy(name: str, value: object) -> None:
         raise _invalid(name, value, "must be delete, compact or compact,delete")
 
 
+def _check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise _invalid(name, value, "must be true or false")
+
+
 def _check_ratio(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise _invalid(name, value, "must be a number in [0, 1]")
@@ -161,6 +174,8 @@ _VALIDATORS: dict[str, Callable[[str, object], None]] = {
     "delete.retention.ms": _int_range(0, INT64_MAX),
     "min.compaction.lag.ms": _int_range(0, INT64_MAX),
     "min.cleanable.dirty.ratio": _check_ratio,
+    "tidelog.delivery.delay.enable": _check_bool,
+    "tidelog.delivery.max.delay.ms": _int_range(1, MAX_DELIVERY_DELAY_MS),
 }
 
 
@@ -182,6 +197,13 @@ def _parse_str(name: str, raw: str) -> object:
     return raw
 
 
+def _parse_bool(name: str, raw: str) -> object:
+    lowered = raw.lower()
+    if lowered not in ("true", "false"):
+        raise _invalid(name, raw, "must be true or false")
+    return lowered == "true"
+
+
 def _parse_policy(name: str, raw: str) -> object:
     return ",".join(sorted({part.strip() for part in raw.split(",")}))
 
@@ -194,4 +216,5 @@ _PARSERS: dict[str, Callable[[str, str], object]] = _INT_PARSERS | {
     "cleanup.policy": _parse_policy,
     "message.timestamp.type": _parse_str,
     "min.cleanable.dirty.ratio": _parse_float,
+    "tidelog.delivery.delay.enable": _parse_bool,
 }

@@ -31,6 +31,7 @@ from tidelog.broker.handlers.authorization import Op, Type, allowed, allowed_nam
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.services import Metrics, PartitionReplication
+from tidelog.broker.timers.service import Diverted
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import CorruptRecordError, ErrorCode, InvalidRecordError, KafkaError
 from tidelog.protocol import responses
@@ -49,9 +50,13 @@ from tidelog.records.batch import (
 from tidelog.security.authorizer import Authorizer
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.log_validator import AppendOrigin
+from tidelog.storage.results import AppendResult
 from tidelog.types import TopicPartition
 
 log = logging.getLogger("tidelog.broker.produce")
+
+
+DivertHook = Callable[[PartitionLog, TopicPartition, list[RecordBatch], int], Diverted]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,9 @@ class ProduceDeps:
     # Transactional writes: may (transactional id, producer id, epoch) write this partition
     # (KIP-890 part 1)? None: no transaction coordinator, transactional produce is refused.
     verify_transaction: Callable[[str, int, int, tuple[str, int]], ErrorCode] | None = None
+    # Delayed delivery (docs/delivery.md): splits the batches of a topic with
+    # tidelog.delivery.delay.enable=true. None (cluster mode): such topics refuse produce.
+    divert: DivertHook | None = None
 
 
 def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
@@ -206,11 +214,18 @@ async def handle_produce(
                     )
                 partition_log = deps.topics.partition_log(topic.name, partition.index)
                 log_start_offset = partition_log.log_start_offset
+                diverted = None
+                if partition_log.config.tidelog_delivery_delay_enable:
+                    diverted = _divert(deps, partition_log, tp, batches, now_ms)
+                    batches = diverted.batches
                 if transactional:
                     _verify(deps, request.transactional_id, batches, tp)
-                result = partition_log.append(
-                    batches, now_ms=now_ms, leader_epoch=leader_epoch, origin=AppendOrigin.CLIENT
-                )
+                result: AppendResult | None = None
+                if batches:
+                    result = partition_log.append(
+                        batches, now_ms=now_ms, leader_epoch=leader_epoch,
+                        origin=AppendOrigin.CLIENT,
+                    )
             except KafkaError as error:
                 log.debug("produce %s-%d: %s", topic.name, partition.index, error)
                 deps.metrics.record_error(ApiKey.PRODUCE, error.code.name)
@@ -223,6 +238,12 @@ async def handle_produce(
                 deps.metrics.record_error(ApiKey.PRODUCE, ErrorCode.KAFKA_STORAGE_ERROR.name)
                 fields.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(error))
             else:
+                if diverted is not None and diverted.timer_log is not None:
+                    _wait_for_timer_log(partition_log, diverted, fields, durable_waits)
+                if result is None:  # every record went to the timer log: no offset yet
+                    fields.update(error_code=ErrorCode.NONE, log_start_offset=log_start_offset)
+                    partition_responses.append(fields)
+                    continue
                 fields.update(
                     error_code=ErrorCode.NONE,
                     base_offset=result.base_offset,
@@ -285,6 +306,28 @@ async def handle_produce(
         ),
         throttle_time=0,
     )
+
+
+def _divert(
+    deps: ProduceDeps, partition_log: PartitionLog, tp: TopicPartition,
+    batches: list[RecordBatch], now_ms: int,
+) -> Diverted:
+    if deps.divert is None:
+        raise InvalidRecordError(
+            "topics with tidelog.delivery.delay.enable=true are served on a single node only"
+        )
+    return deps.divert(partition_log, tp, batches, now_ms)
+
+
+def _wait_for_timer_log(
+    partition_log: PartitionLog, diverted: Diverted, fields: dict[str, Any],
+    durable_waits: list[tuple[PartitionLog, int, dict[str, Any]]],
+) -> None:
+    """Delayed records are acknowledged once durable in the timer log, under the target's
+    (or the timer log's own) durability."""
+    assert diverted.timer_log is not None
+    if partition_log.config.is_sync or diverted.timer_log.config.is_sync:
+        durable_waits.append((diverted.timer_log, diverted.timer_end_offset, fields))
 
 
 def _verify(

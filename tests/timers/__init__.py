@@ -1,0 +1,1 @@
+"""Delayed and scheduled delivery (docs/delivery.md)."""
