@@ -35,6 +35,8 @@ from tidelog.broker.handlers import (
     producer,
     sasl,
     scram_users,
+    share_fetch,
+    share_groups,
     transactions,
     transactions_admin,
 )
@@ -49,6 +51,7 @@ from tidelog.broker.net.listener import Listener
 from tidelog.broker.net.router import Router
 from tidelog.broker.net.tls import KeyStoreWatch, key_store_watch, listener_security
 from tidelog.broker.services import PartitionReplication, SingleNodeReplication
+from tidelog.broker.share import service as share_service
 from tidelog.broker.state import Broker
 from tidelog.broker.transactions import service as transaction_service
 from tidelog.errors import ErrorCode
@@ -123,6 +126,15 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         # Single node: users in the data directory. A cluster keeps them per broker today,
         # so it does not serve the SCRAM admin APIs (docs/security.md).
         table |= scram_users.handlers(scram_users.ScramUsersDeps(config.data_dir, authorizer))
+        # Share groups (KIP-932): single node only for now (docs/groups.md).
+        load_shares = partial(share_service.service, broker)
+        table |= share_fetch.handlers(share_fetch.ShareDeps(
+            topics, partition_replication, broker.append_waiters, broker.lifecycle,
+            load_shares, config.node_id, authorizer,
+        ))
+        table |= share_groups.handlers(
+            share_groups.ShareGroupDeps(topics, load_shares, authorizer), table
+        )
     else:
         from tidelog.broker.handlers import cluster, cluster_admin
         from tidelog.broker.handlers.cluster_common import ClusterDeps

@@ -70,6 +70,7 @@ class Broker:
         self.replication: PartitionReplication | None = None
         self.groups: PartitionRoleListener | None = None
         self.transactions: object | None = None  # TransactionService, once started
+        self.share_service: object | None = None  # ShareService, once started
 
     @property
     def cluster_id(self) -> str:
@@ -129,4 +130,7 @@ class Broker:
         close_transactions = getattr(self.transactions, "close", None)
         if close_transactions is not None:
             close_transactions()
+        close_shares = getattr(self.share_service, "close", None)
+        if close_shares is not None:
+            close_shares()
         self.logs.close(clean=True)
