@@ -1,0 +1,208 @@
+"""Share groups with real share consumers (confluent-kafka's ShareConsumer, librdkafka 2.16),
+each in its own process: spreading, exactly-once acceptance, redelivery after a SIGKILL,
+release and reject, and hostile raw ShareFetch/ShareAcknowledge requests."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from broker.raw import RawClient, request_module
+from conftest import BrokerFactory, BrokerProcess
+
+from .helpers import (
+    SHARE_SETTINGS,
+    Child,
+    create_topic,
+    produce,
+    pump_all,
+    set_group_configs,
+    wait_for,
+)
+from tidelog.errors import ErrorCode
+from tidelog.protocol.api_keys import ApiKey
+
+
+@pytest.fixture(scope="module")
+def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    factory = BrokerFactory(tmp_path_factory.mktemp("share"))
+    try:
+        yield factory(settings=SHARE_SETTINGS)
+    finally:
+        bad = factory.stop_all()
+    if bad:
+        pytest.fail("broker logged a traceback:\n" + "\n".join(bad))
+
+
+@pytest.fixture
+def children() -> Iterator[list[Child]]:
+    started: list[Child] = []
+    yield started
+    for child in started:
+        child.kill()
+
+
+def test_consumers_share_partitions_and_accept_every_record_once(
+    share_broker: BrokerProcess, children: list[Child]
+) -> None:
+    bootstrap = share_broker.bootstrap
+    create_topic(bootstrap, "spread", 2)
+    set_group_configs(bootstrap, "g-spread", share_auto_offset_reset="earliest")
+    # Three members on two partitions: the simple assignor puts two on one partition.
+    children += [Child(bootstrap, "g-spread", "spread", "accept", max_poll=5, delay_ms=100)
+                 for _ in range(3)]
+    wait_for(lambda: (pump_all(children), all(c.ready for c in children))[1], "children ready")
+    produced: list[str] = []
+    deadline = time.monotonic() + 40
+    # Records arrive while the consumers work, until each consumer has some (and 200 exist).
+    while len(produced) < 200 or not all(c.records for c in children):
+        assert time.monotonic() < deadline, [len(c.records) for c in children]
+        produced += produce(bootstrap, "spread", 10, 2)
+        pump_all(children, 0.05)
+    wait_for(lambda: (pump_all(children),
+                      sum(len(c.records) for c in children) >= len(produced))[1],
+             "every record received")
+    for child in children:
+        child.stop()
+    received = [(r["p"], r["o"]) for c in children for r in c.records]
+    assert len(received) == len(set(received)) == len(produced)  # each exactly once
+    assert all(r["d"] == 1 and r["a"] for c in children for r in c.records)
+
+
+def test_killed_consumer_records_are_redelivered_after_the_lock(
+    share_broker: BrokerProcess, children: list[Child]
+) -> None:
+    bootstrap = share_broker.bootstrap
+    create_topic(bootstrap, "kill", 1)
+    set_group_configs(bootstrap, "g-kill", share_auto_offset_reset="earliest",
+                      share_record_lock_duration_ms="1000")
+    produce(bootstrap, "kill", 20, 1)
+    holder = Child(bootstrap, "g-kill", "kill", "hold")
+    children.append(holder)
+    wait_for(lambda: bool(holder.pump()), "the holder's records")
+    held = {r["o"] for r in holder.records}
+    holder.kill()  # SIGKILL: its locks expire after 1 s, its membership after 6 s
+    taker = Child(bootstrap, "g-kill", "kill", "accept")
+    children.append(taker)
+    wait_for(lambda: held <= {r["o"] for r in taker.pump()}, "redelivery to another member")
+    redelivered = [r for r in taker.records if r["o"] in held]
+    assert {r["d"] for r in redelivered} == {2}  # the delivery count went up
+    assert all(r["a"] for r in taker.records)
+
+
+def test_release_redelivers_until_the_limit_and_reject_archives(
+    share_broker: BrokerProcess, children: list[Child]
+) -> None:
+    bootstrap = share_broker.bootstrap
+    for mode in ("release", "reject"):
+        topic, group = f"t-{mode}", f"g-{mode}"
+        create_topic(bootstrap, topic, 1)
+        set_group_configs(bootstrap, group, share_auto_offset_reset="earliest",
+                          share_delivery_count_limit="3")
+        produce(bootstrap, topic, 10, 1)
+        worker = Child(bootstrap, group, topic, mode)
+        children.append(worker)
+        rounds = 3 if mode == "release" else 1  # released: delivered 1, 2, 3 times
+        wait_for(lambda w=worker, n=rounds: len(w.pump()) >= 10 * n, f"{mode} deliveries")
+        worker.stop()
+        counts = sorted((r["o"], r["d"]) for r in worker.records)
+        assert counts == sorted((o, d) for o in range(10) for d in range(1, rounds + 1))
+        # Released past the limit or rejected: archived, never delivered again. Records are
+        # acquired lowest offset first, so a new member's first record is the next one.
+        produce(bootstrap, topic, 1, 1)
+        after = Child(bootstrap, group, topic, "accept")
+        children.append(after)
+        wait_for(lambda a=after: bool(a.pump()), f"the record after the {mode}ed ones")
+        after.stop()
+        assert [(r["o"], r["d"]) for r in after.records] == [(10, 1)]
+
+
+# ------------------------------------------------------------------ hostile raw requests
+def _heartbeat(client: RawClient, group: str, member: str, topic: str) -> None:
+    module = request_module(ApiKey.SHARE_GROUP_HEARTBEAT, 1)
+    answer = client.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, module.ShareGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=0, subscribed_topic_names=(topic,)))
+    assert answer.error_code == 0
+
+
+def _fetch(client: RawClient, group: str, member: str, epoch: int, topic_id: uuid.UUID,
+           acks: tuple[tuple[int, int, tuple[int, ...]], ...] = ()) -> object:
+    module = request_module(ApiKey.SHARE_FETCH, 1)
+    batches = tuple(module.AcknowledgementBatch(first_offset=f, last_offset=last,
+                                                acknowledge_types=types)
+                    for f, last, types in acks)
+    return client.call(ApiKey.SHARE_FETCH, 1, module.ShareFetchRequest(
+        group_id=group, member_id=member, share_session_epoch=epoch, max_wait=timedelta(milliseconds=500),
+        min_bytes=1, max_records=100, batch_size=100, forgotten_topics_data=(),
+        topics=(module.FetchTopic(topic_id=topic_id, partitions=(
+            module.FetchPartition(partition_index=0, acknowledgement_batches=batches),)),)))
+
+
+def _acknowledge(client: RawClient, group: str, member: str, epoch: int,
+                 topic_id: uuid.UUID, acks: tuple[tuple[int, int, tuple[int, ...]], ...]) -> int:
+    module = request_module(ApiKey.SHARE_ACKNOWLEDGE, 1)
+    answer = client.call(ApiKey.SHARE_ACKNOWLEDGE, 1, module.ShareAcknowledgeRequest(
+        group_id=group, member_id=member, share_session_epoch=epoch,
+        topics=(module.AcknowledgeTopic(topic_id=topic_id, partitions=(
+            module.AcknowledgePartition(partition_index=0, acknowledgement_batches=tuple(
+                module.AcknowledgementBatch(first_offset=f, last_offset=last,
+                                            acknowledge_types=types)
+                for f, last, types in acks)),)),)))
+    if answer.error_code != 0:
+        return int(answer.error_code)
+    return int(answer.responses[0].partitions[0].error_code)
+
+
+def test_hostile_share_requests_get_kafka_errors_and_change_nothing(
+    share_broker: BrokerProcess,
+) -> None:
+    bootstrap = share_broker.bootstrap
+    create_topic(bootstrap, "hostile", 1)
+    set_group_configs(bootstrap, "g-hostile", share_auto_offset_reset="earliest")
+    produce(bootstrap, "hostile", 10, 1)
+    with RawClient(bootstrap) as client:
+        metadata_module = request_module(ApiKey.METADATA, 12)
+        metadata = client.call(ApiKey.METADATA, 12, metadata_module.MetadataRequest(
+            topics=(metadata_module.MetadataRequestTopic(name="hostile", topic_id=None),),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        topic_id = metadata.topics[0].topic_id
+        _heartbeat(client, "g-hostile", "m1", "hostile")
+        _heartbeat(client, "g-hostile", "m2", "hostile")
+        first = _fetch(client, "g-hostile", "m1", 0, topic_id)
+        acquired = first.responses[0].partitions[0].acquired_records  # type: ignore[attr-defined]
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in acquired] == [
+            (0, 9, 1)]
+        empty = _fetch(client, "g-hostile", "m2", 0, topic_id)  # m1 holds them all
+        assert not empty.responses[0].partitions[0].acquired_records  # type: ignore[attr-defined]
+        # Session errors are request-level.
+        assert _fetch(client, "g-hostile", "m1", 7, topic_id).error_code == (  # type: ignore[attr-defined]
+            ErrorCode.INVALID_SHARE_SESSION_EPOCH)
+        assert _fetch(client, "g-hostile", "nobody", 1, topic_id).error_code == (  # type: ignore[attr-defined]
+            ErrorCode.SHARE_SESSION_NOT_FOUND)
+        assert _fetch(client, "g-hostile", "m1", 0, topic_id,  # acks on an initial epoch
+                      ((0, 0, (1,)),)).error_code == ErrorCode.INVALID_REQUEST  # type: ignore[attr-defined]
+        assert _acknowledge(client, "g-hostile", "m1", 0, topic_id, ((0, 0, (1,)),)) == (
+            ErrorCode.INVALID_SHARE_SESSION_EPOCH)
+        # m1's session epoch is 1 now (the epoch-0 fetch above with acks was refused).
+        epoch = 1
+        for acks, error in (
+            (((50, 60, (1,)),), ErrorCode.INVALID_RECORD_STATE),  # never acquired
+            (((0, 3, (1,)), (3, 5, (1,))), ErrorCode.INVALID_REQUEST),  # overlapping
+            (((0, 10**12, (1,)),), ErrorCode.INVALID_REQUEST),  # huge range
+            (((0, 3, (1, 1)),), ErrorCode.INVALID_REQUEST),  # types do not match the range
+            (((0, 0, (9,)),), ErrorCode.INVALID_REQUEST),  # unknown type
+            (((5, 12, (1,)),), ErrorCode.INVALID_RECORD_STATE),  # runs past what was acquired
+        ):
+            assert _acknowledge(client, "g-hostile", "m1", epoch, topic_id, acks) == error
+            epoch += 1
+        # Another member acknowledging m1's records.
+        assert _acknowledge(client, "g-hostile", "m2", 1, topic_id, ((0, 9, (1,)),)) == (
+            ErrorCode.INVALID_RECORD_STATE)
+        # Nothing changed: m1 still holds all ten and accepts them in one go.
+        assert _acknowledge(client, "g-hostile", "m1", epoch, topic_id, ((0, 9, (1,)),)) == 0
+        assert _acknowledge(client, "g-hostile", "m1", epoch + 1, topic_id,
+                            ((0, 9, (1,)),)) == ErrorCode.INVALID_RECORD_STATE  # done already
