@@ -5,14 +5,17 @@ release and reject, and hostile raw ShareFetch/ShareAcknowledge requests."""
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from broker.raw import RawClient, request_module
 from conftest import BrokerFactory, BrokerProcess
+from tidelog.errors import ErrorCode
+from tidelog.protocol.api_keys import ApiKey
 
 from .helpers import (
     SHARE_SETTINGS,
@@ -23,8 +26,6 @@ from .helpers import (
     set_group_configs,
     wait_for,
 )
-from tidelog.errors import ErrorCode
-from tidelog.protocol.api_keys import ApiKey
 
 
 @pytest.fixture(scope="module")
@@ -130,14 +131,15 @@ def _heartbeat(client: RawClient, group: str, member: str, topic: str) -> None:
 
 
 def _fetch(client: RawClient, group: str, member: str, epoch: int, topic_id: uuid.UUID,
-           acks: tuple[tuple[int, int, tuple[int, ...]], ...] = ()) -> object:
+           acks: tuple[tuple[int, int, tuple[int, ...]], ...] = ()) -> Any:
     module = request_module(ApiKey.SHARE_FETCH, 1)
     batches = tuple(module.AcknowledgementBatch(first_offset=f, last_offset=last,
                                                 acknowledge_types=types)
                     for f, last, types in acks)
     return client.call(ApiKey.SHARE_FETCH, 1, module.ShareFetchRequest(
-        group_id=group, member_id=member, share_session_epoch=epoch, max_wait=timedelta(milliseconds=500),
-        min_bytes=1, max_records=100, batch_size=100, forgotten_topics_data=(),
+        group_id=group, member_id=member, share_session_epoch=epoch,
+        max_wait=timedelta(milliseconds=500), min_bytes=1, max_records=100, batch_size=100,
+        forgotten_topics_data=(),
         topics=(module.FetchTopic(topic_id=topic_id, partitions=(
             module.FetchPartition(partition_index=0, acknowledgement_batches=batches),)),)))
 
@@ -173,18 +175,18 @@ def test_hostile_share_requests_get_kafka_errors_and_change_nothing(
         _heartbeat(client, "g-hostile", "m1", "hostile")
         _heartbeat(client, "g-hostile", "m2", "hostile")
         first = _fetch(client, "g-hostile", "m1", 0, topic_id)
-        acquired = first.responses[0].partitions[0].acquired_records  # type: ignore[attr-defined]
+        acquired = first.responses[0].partitions[0].acquired_records
         assert [(a.first_offset, a.last_offset, a.delivery_count) for a in acquired] == [
             (0, 9, 1)]
         empty = _fetch(client, "g-hostile", "m2", 0, topic_id)  # m1 holds them all
-        assert not empty.responses[0].partitions[0].acquired_records  # type: ignore[attr-defined]
+        assert not empty.responses[0].partitions[0].acquired_records
         # Session errors are request-level.
-        assert _fetch(client, "g-hostile", "m1", 7, topic_id).error_code == (  # type: ignore[attr-defined]
+        assert _fetch(client, "g-hostile", "m1", 7, topic_id).error_code == (
             ErrorCode.INVALID_SHARE_SESSION_EPOCH)
-        assert _fetch(client, "g-hostile", "nobody", 1, topic_id).error_code == (  # type: ignore[attr-defined]
+        assert _fetch(client, "g-hostile", "nobody", 1, topic_id).error_code == (
             ErrorCode.SHARE_SESSION_NOT_FOUND)
         assert _fetch(client, "g-hostile", "m1", 0, topic_id,  # acks on an initial epoch
-                      ((0, 0, (1,)),)).error_code == ErrorCode.INVALID_REQUEST  # type: ignore[attr-defined]
+                      ((0, 0, (1,)),)).error_code == ErrorCode.INVALID_REQUEST
         assert _acknowledge(client, "g-hostile", "m1", 0, topic_id, ((0, 0, (1,)),)) == (
             ErrorCode.INVALID_SHARE_SESSION_EPOCH)
         # m1's session epoch is 1 now (the epoch-0 fetch above with acks was refused).
