@@ -72,7 +72,9 @@ class Child:
         self.process = subprocess.Popen(
             [sys.executable, str(CHILD), bootstrap, group, topic, mode, str(max_poll),
              str(delay_ms)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            # SHARE_CHILD_DEBUG=protocol,fetch: librdkafka's debug log on the test's stderr
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=None if os.environ.get("SHARE_CHILD_DEBUG") else subprocess.DEVNULL,
         )
         assert self.process.stdout is not None
         os.set_blocking(self.process.stdout.fileno(), False)

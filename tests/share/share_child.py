@@ -13,6 +13,7 @@ group) or when killed.
 from __future__ import annotations
 
 import json
+import os
 import select
 import sys
 import time
@@ -27,10 +28,13 @@ def main() -> None:
     bootstrap, group, topic, mode = sys.argv[1:5]
     max_poll = sys.argv[5] if len(sys.argv) > 5 else "500"
     delay_s = int(sys.argv[6]) / 1000 if len(sys.argv) > 6 else 0.0
-    consumer = ShareConsumer({
+    settings = {
         "bootstrap.servers": bootstrap, "group.id": group,
         "share.acknowledgement.mode": "explicit", "max.poll.records": max_poll,
-    })
+    }
+    if os.environ.get("SHARE_CHILD_DEBUG"):
+        settings["debug"] = os.environ["SHARE_CHILD_DEBUG"]
+    consumer = ShareConsumer(settings)
     consumer.subscribe([topic])
     print(json.dumps({"ready": True}), flush=True)
     held = False
