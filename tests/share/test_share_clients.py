@@ -11,6 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from broker.raw import RawClient, request_module
 from conftest import BrokerFactory, BrokerProcess
@@ -208,3 +210,54 @@ def test_hostile_share_requests_get_kafka_errors_and_change_nothing(
         assert _acknowledge(client, "g-hostile", "m1", epoch, topic_id, ((0, 9, (1,)),)) == 0
         assert _acknowledge(client, "g-hostile", "m1", epoch + 1, topic_id,
                             ((0, 9, (1,)),)) == ErrorCode.INVALID_RECORD_STATE  # done already
+
+
+def test_share_groups_in_admin_apis_and_group_configs(share_broker: BrokerProcess) -> None:
+    bootstrap = share_broker.bootstrap
+    create_topic(bootstrap, "admin-t", 1)
+    with RawClient(bootstrap) as client:
+        _heartbeat(client, "g-admin", "m1", "admin-t")
+        describe = request_module(ApiKey.SHARE_GROUP_DESCRIBE, 1)
+        described = client.call(ApiKey.SHARE_GROUP_DESCRIBE, 1, describe.ShareGroupDescribeRequest(
+            group_ids=("g-admin", "nope"), include_authorized_operations=False)).groups
+        assert described[0].group_state == "Stable" and described[0].assignor_name == "simple"
+        member = described[0].members[0]
+        assert member.member_id == "m1" and member.member_epoch == 1
+        assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [
+            ("admin-t", (0,))]
+        assert described[1].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        listing = request_module(ApiKey.LIST_GROUPS, 5)
+
+        def listed(*types: str) -> dict[str, str]:
+            answer = client.call(ApiKey.LIST_GROUPS, 5, listing.ListGroupsRequest(
+                states_filter=(), types_filter=types))
+            return {g.group_id: g.group_type for g in answer.groups}
+        assert listed("share").get("g-admin") == "share"
+        assert listed().get("g-admin") == "share"
+        assert "g-admin" not in listed("classic")
+        delete = request_module(ApiKey.DELETE_GROUPS, 2)
+
+        def deleted() -> int:
+            answer = client.call(ApiKey.DELETE_GROUPS, 2, delete.DeleteGroupsRequest(
+                groups_names=("g-admin",)))
+            return int(answer.results[0].error_code)
+        assert deleted() == ErrorCode.NON_EMPTY_GROUP
+        heartbeat = request_module(ApiKey.SHARE_GROUP_HEARTBEAT, 1)
+        left = client.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, heartbeat.ShareGroupHeartbeatRequest(
+            group_id="g-admin", member_id="m1", member_epoch=-1))
+        assert left.error_code == 0 and left.member_epoch == -1
+        assert deleted() == ErrorCode.NONE
+        assert "g-admin" not in listed("share")
+    # Group configs: IncrementalAlterConfigs and DescribeConfigs on GROUP resources.
+    set_group_configs(bootstrap, "g-admin", share_record_lock_duration_ms="5000")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource("group", "g-admin")
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["share.record.lock.duration.ms"].value == "5000"
+    assert configs["share.delivery.count.limit"].value == "5"  # the broker default
+    for name, value in (("share.record.lock.duration.ms", "100"),  # below the minimum
+                        ("share.no.such.config", "1"),
+                        ("share.auto.offset.reset", "sometimes")):
+        with pytest.raises(KafkaException) as refused:
+            set_group_configs(bootstrap, "g-admin", **{name.replace(".", "_"): value})
+        assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
