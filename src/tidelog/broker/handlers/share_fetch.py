@@ -172,7 +172,7 @@ async def handle_share_fetch(deps: ShareDeps, context: RequestContext, request: 
             answers.setdefault(key, _Answer())
     if not getattr(request, "is_renew_ack", False):
         await _fetch(deps, context, request, service, group_id, member_id,
-                     list(session.partitions), answers)
+                     list(session.partitions), answers, session.epoch)
     return _fetch_response(module, version, ErrorCode.NONE, lock_ms, answers, deps.node_id)
 
 
@@ -191,6 +191,7 @@ async def _fetch(
     member_id: str,
     wanted: list[tuple[uuid.UUID, int]],
     answers: dict[tuple[uuid.UUID, int], _Answer],
+    session_turn: int = 0,
 ) -> None:
     max_records = int(getattr(request, "max_records", 0)) or DEFAULT_MAX_RECORDS
     max_records = max_records if max_records > 0 else DEFAULT_MAX_RECORDS
@@ -207,6 +208,9 @@ async def _fetch(
             )
         else:
             resolved.append((topic_id, index, info.name))
+    if resolved:  # each request starts at the next partition: none starves the others
+        turn = session_turn % len(resolved)
+        resolved = resolved[turn:] + resolved[:turn]
     while True:
         acquired_any = False
         total_records = 0

@@ -172,7 +172,7 @@ async def handle_delete_groups(
         if not _may(deps, context, Op.DELETE, group_id):
             error = ErrorCode.GROUP_AUTHORIZATION_FAILED
         else:
-            error = service.delete_group(group_id)
+            error = await service.delete_group(group_id)
         extra.append(responses.build(module.DeletableGroupResult, group_id=group_id,
                                      error_code=error))
     by_id = {r.group_id: r for r in tuple(answer.results) + tuple(extra)}

@@ -184,11 +184,18 @@ class ShareService:
             self._member_gone(group_id, member_id)
         self._schedule_expiry()
 
-    def delete_group(self, group_id: str) -> ErrorCode:
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of an empty share group: its share-partition state goes too
+        (tombstones in `__share_group_state`, Kafka's DeleteShareGroupState), and its configs."""
         error, _records = self.coordinator.delete(group_id)
         if error is ErrorCode.NONE:
-            for key in [k for k in self.partitions if k[0] == group_id]:
-                del self.partitions[key]
+            keys = {k for k in (*self.partitions, *self._persisted, *self._restored)
+                    if k[0] == group_id}
+            for key in keys:
+                self.partitions.pop(key, None)
+                self._persisted.pop(key, None)
+                self._restored.pop(key, None)
+                await self.forget(*key)
             if group_id in self.group_configs:
                 self.set_group_configs(group_id, {})
         return error
@@ -198,6 +205,10 @@ class ShareService:
         """Kafka's ShareSessionCache rules; raises the session's error (request-level)."""
         key = (group_id, member_id)
         if epoch == 0:
+            if key not in self.sessions and len(self.sessions) >= MAX_SESSIONS:
+                # Full: sessions of members no longer in their group go first.
+                for stale in [k for k in self.sessions if not self.coordinator.is_member(*k)]:
+                    del self.sessions[stale]
             if key not in self.sessions and len(self.sessions) >= MAX_SESSIONS:
                 raise KafkaError(ErrorCode.SHARE_SESSION_LIMIT_REACHED)
             session = self.sessions[key] = ShareSession(1)
