@@ -57,11 +57,12 @@ MAX_ACKNOWLEDGED_RANGE = 1_000_000  # one batch may not name more offsets than t
 class InFlightRecord:
     __slots__ = ("deadline_ms", "delivery_count", "member_id", "state")
 
-    def __init__(self, state: RecordState, delivery_count: int) -> None:
+    def __init__(self, state: RecordState, delivery_count: int, member_id: str = "",
+                 deadline_ms: int = 0) -> None:
         self.state = state
         self.delivery_count = delivery_count
-        self.member_id = ""
-        self.deadline_ms = 0
+        self.member_id = member_id
+        self.deadline_ms = deadline_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,17 @@ class Counters:
     archived: int = 0
     lock_expiries: int = 0
     redeliveries: int = 0
+
+
+def _add_range(ranges: list[AcquiredRange], first: int, last: int, delivery_count: int) -> None:
+    """Append [first, last] to the acquired ranges, merged with the previous range when
+    adjacent with the same delivery count."""
+    previous = ranges[-1] if ranges else None
+    if (previous is not None and previous.last_offset == first - 1
+            and previous.delivery_count == delivery_count):
+        ranges[-1] = AcquiredRange(previous.first_offset, last, delivery_count)
+    else:
+        ranges.append(AcquiredRange(first, last, delivery_count))
 
 
 def check_batches(batches: Sequence[AcknowledgementBatch], renew_allowed: bool) -> ErrorCode:
@@ -185,6 +197,7 @@ class SharePartition:
         ranges: list[AcquiredRange] = []
         used: list[int] = []
         count = 0
+        records = self.records
         for index, batch in enumerate(batches):
             if count >= max_records:
                 break
@@ -194,32 +207,37 @@ class SharePartition:
                 # Offsets the log no longer holds (compaction, an aborted gap): archived.
                 self._extend(batch.base_offset, RecordState.ARCHIVED)
             acquired_here = 0
-            for offset in range(max(batch.base_offset, self.start_offset), batch.last_offset + 1):
-                if offset >= self.end_offset:
-                    if self._room() <= 0:
-                        break
-                    self._extend(offset + 1, RecordState.AVAILABLE)
-                record = self.records[offset]
+            first = max(batch.base_offset, self.start_offset)
+            # Offsets already in flight: only AVAILABLE ones are acquired again.
+            for offset in range(first, min(batch.last_offset + 1, self.end_offset)):
+                record = records[offset]
                 if record.state is not RecordState.AVAILABLE:
                     continue
+                self.dirty.add(offset)
                 if batch.is_control:  # markers are never delivered
                     record.state = RecordState.ARCHIVED
-                    self.dirty.add(offset)
                     continue
                 record.state = RecordState.ACQUIRED
                 record.delivery_count += 1
                 record.member_id = member_id
                 record.deadline_ms = deadline
-                self.dirty.add(offset)
                 if record.delivery_count > 1:
                     self.counters.redeliveries += 1
                 acquired_here += 1
-                last = ranges[-1] if ranges else None
-                if (last is not None and last.last_offset == offset - 1
-                        and last.delivery_count == record.delivery_count):
-                    ranges[-1] = AcquiredRange(last.first_offset, offset, last.delivery_count)
-                else:
-                    ranges.append(AcquiredRange(offset, offset, record.delivery_count))
+                _add_range(ranges, offset, offset, record.delivery_count)
+            # Offsets past the SPEO, within the in-flight bound: new records, in bulk.
+            new_first = max(first, self.end_offset)
+            new_last = min(batch.last_offset, self.end_offset - 1 + self._room())
+            if new_last >= new_first:
+                state = RecordState.ARCHIVED if batch.is_control else RecordState.ACQUIRED
+                for offset in range(new_first, new_last + 1):
+                    records[offset] = InFlightRecord(state, 0 if batch.is_control else 1,
+                                                     member_id, deadline)
+                self.dirty.update(range(new_first, new_last + 1))
+                self.end_offset = new_last + 1
+                if not batch.is_control:
+                    acquired_here += new_last - new_first + 1
+                    _add_range(ranges, new_first, new_last, 1)
             if acquired_here:
                 used.append(index)
                 count += acquired_here
@@ -253,12 +271,14 @@ class SharePartition:
                 if record.state is not RecordState.ACQUIRED or record.member_id != member_id:
                     return ErrorCode.INVALID_RECORD_STATE
         for batch in batches:
-            for position, offset in enumerate(range(batch.first_offset, batch.last_offset + 1)):
-                kind = AcknowledgeType(
-                    batch.acknowledge_types[0] if len(batch.acknowledge_types) == 1
-                    else batch.acknowledge_types[position]
-                )
-                self._apply(offset, kind, now_ms)
+            offsets = range(batch.first_offset, batch.last_offset + 1)
+            if len(batch.acknowledge_types) == 1:
+                kind = AcknowledgeType(batch.acknowledge_types[0])
+                for offset in offsets:
+                    self._apply(offset, kind, now_ms)
+            else:
+                for offset, raw in zip(offsets, batch.acknowledge_types, strict=True):
+                    self._apply(offset, AcknowledgeType(raw), now_ms)
         self._advance()
         return ErrorCode.NONE
 

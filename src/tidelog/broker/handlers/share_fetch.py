@@ -90,7 +90,10 @@ async def _acknowledge(
     topics: Iterable[Any],
     renew_allowed: bool,
     answers: dict[tuple[uuid.UUID, int], _Answer],
+    persist: bool = True,
 ) -> None:
+    """`persist=False`: the caller writes the changed share partitions later, before it
+    answers (a ShareFetch writes acknowledgements and acquisitions as one record)."""
     now_ms = clock.now_ms()
     for topic in topics:
         topic_id = topic.topic_id or uuid.UUID(int=0)
@@ -112,7 +115,8 @@ async def _acknowledge(
             answer.acknowledge_error = share_partition.acknowledge(
                 member_id, batches, now_ms, renew_allowed
             )
-            await service.persist(group_id, topic_id, partition.partition_index)
+            if persist:
+                await service.persist(group_id, topic_id, partition.partition_index)
 
 
 def _session(
@@ -152,11 +156,23 @@ async def handle_share_fetch(deps: ShareDeps, context: RequestContext, request: 
         return _fetch_response(module, version, refused.error, 0, {}, deps.node_id)
     answers: dict[tuple[uuid.UUID, int], _Answer] = {}
     await _acknowledge(deps, context, service, group_id, member_id, request.topics,
-                       version >= 2, answers)
+                       version >= 2, answers, persist=False)
+    try:
+        return await _fetch_after_acks(deps, context, request, version, module, service,
+                                       group_id, member_id, epoch, answers)
+    finally:
+        # Acknowledgements of partitions the fetch did not write (no-ops when written).
+        await _persist_all(service, group_id)
+
+
+async def _fetch_after_acks(
+    deps: ShareDeps, context: RequestContext, request: Any, version: int, module: Any,
+    service: ShareService, group_id: str, member_id: str, epoch: int,
+    answers: dict[tuple[uuid.UUID, int], _Answer],
+) -> Any:
     lock_ms = service.settings(group_id).record_lock_duration_ms
     if epoch == -1:
         service.close_session(group_id, member_id)
-        await _persist_all(service, group_id)
         return _fetch_response(module, version, ErrorCode.NONE, lock_ms, answers, deps.node_id)
     session = service.sessions[(group_id, member_id)]
     session.epoch = epoch + 1 if epoch > 0 else 1
