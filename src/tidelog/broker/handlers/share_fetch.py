@@ -174,7 +174,10 @@ async def _fetch_after_acks(
     if epoch == -1:
         service.close_session(group_id, member_id)
         return _fetch_response(module, version, ErrorCode.NONE, lock_ms, answers, deps.node_id)
-    session = service.sessions[(group_id, member_id)]
+    session = service.sessions.get((group_id, member_id))
+    if session is None:  # the member expired while the acknowledgements were written
+        return _fetch_response(module, version, ErrorCode.SHARE_SESSION_NOT_FOUND, lock_ms, {},
+                               deps.node_id)
     session.epoch = epoch + 1 if epoch > 0 else 1
     for topic in request.topics:
         for partition in topic.partitions:
@@ -248,7 +251,8 @@ async def _fetch(
             total_records += got
             total_bytes += size
             acquired_any = acquired_any or got > 0
-            deadline = service.partitions[(group_id, topic_id, index)].next_deadline_ms()
+            share_partition = service.partitions.get((group_id, topic_id, index))
+            deadline = share_partition.next_deadline_ms() if share_partition else None
             if deadline is not None and (next_deadline is None or deadline < next_deadline):
                 next_deadline = deadline
         remaining_ms = deadline_ms - clock.monotonic_ms()
@@ -361,7 +365,9 @@ async def handle_share_acknowledge(
         service.close_session(group_id, member_id)
         await _persist_all(service, group_id)
     else:
-        service.sessions[(group_id, member_id)].epoch = epoch + 1
+        session = service.sessions.get((group_id, member_id))
+        if session is not None:  # else the member expired meanwhile: nothing to advance
+            session.epoch = epoch + 1
     leader = responses.build(module.LeaderIdAndEpoch, leader_id=deps.node_id, leader_epoch=0)
     by_topic: dict[uuid.UUID, list[Any]] = {}
     for (topic_id, index), answer in answers.items():

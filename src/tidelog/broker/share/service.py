@@ -317,7 +317,9 @@ class ShareService:
         """Write what changed in this share partition since its last write (nothing when
         nothing did); returns once appended (after fsync in durability=sync)."""
         key = (group_id, topic_id, partition)
-        share_partition = self.partitions[key]
+        share_partition = self.partitions.get(key)
+        if share_partition is None:  # the group was deleted meanwhile
+            return
         dirty, moved = share_partition.drain_dirty()
         if not dirty and not moved:
             return
