@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from broker.raw import RawClient, request_module
@@ -261,3 +261,52 @@ def test_share_groups_in_admin_apis_and_group_configs(share_broker: BrokerProces
         with pytest.raises(KafkaException) as refused:
             set_group_configs(bootstrap, "g-admin", **{name.replace(".", "_"): value})
         assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
+def test_rejected_and_exhausted_records_land_in_the_dead_letter_topic_once(
+    share_broker: BrokerProcess, children: list[Child]
+) -> None:
+    bootstrap = share_broker.bootstrap
+    create_topic(bootstrap, "t-dlq", 1)
+    values = produce(bootstrap, "t-dlq", 6, 1)
+    for group, mode in (("g-dlq-reject", "reject"), ("g-dlq-limit", "release")):
+        set_group_configs(bootstrap, group, share_auto_offset_reset="earliest",
+                          share_delivery_count_limit="2",
+                          errors_deadletterqueue_topic_name="dlq.t-dlq")
+        worker = Child(bootstrap, group, "t-dlq", mode)
+        children.append(worker)
+        wanted = 6 if mode == "reject" else 12  # released records are delivered twice
+        wait_for(lambda w=worker, n=wanted: len(w.pump()) >= n, f"{group} deliveries")
+        worker.stop()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dlq-reader",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("dlq.t-dlq", 0, 0)])
+    copies: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(copies) < 12 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            copies.append(message)
+    extra = consumer.poll(1.0)  # nothing beyond the twelve copies
+    consumer.close()
+    assert extra is None or extra.error() is not None
+    seen = set()
+    for copy in copies:
+        headers = {key: value.decode() for key, value in copy.headers() or []}
+        offset = int(headers["__dlq.errors.offset"])
+        group = headers["__dlq.errors.group.id"]
+        assert (group, offset) not in seen  # exactly once per group and record
+        seen.add((group, offset))
+        assert copy.value().decode() == values[offset]
+        assert headers["__dlq.errors.topic"] == "t-dlq"
+        assert headers["__dlq.errors.partition"] == "0"
+        if group == "g-dlq-reject":
+            assert headers["__dlq.errors.reason"] == "CLIENT_REJECTED"
+            assert headers["__dlq.errors.delivery.count"] == "1"
+        else:
+            assert headers["__dlq.errors.reason"] == "MAX_DELIVERY_ATTEMPTS_REACHED"
+            assert headers["__dlq.errors.delivery.count"] == "2"
+    assert seen == {(g, o) for g in ("g-dlq-reject", "g-dlq-limit") for o in range(6)}
+    # A name without the `dlq.` prefix is refused.
+    with pytest.raises(KafkaException):
+        set_group_configs(bootstrap, "g-dlq-reject", errors_deadletterqueue_topic_name="t-dlq")

@@ -268,3 +268,24 @@ def test_simple_assignor_covers_every_partition(members: int, partitions: int) -
         assert all(len(a) == 1 and len(a[0][1]) == 1 for a in given_to.values())
     else:
         assert len(owned) == partitions
+
+
+def test_dead_letter_records_wait_in_archiving_until_copied() -> None:
+    settings = ShareSettings(1000, delivery_count_limit=2, max_record_locks=50,
+                             dead_letter=True)
+    partition = SharePartition(0, settings)
+    partition.acquire("a", LOG[:1], 100, now_ms=0)
+    partition.acknowledge("a", [ack(0, 1, AcknowledgeType.REJECT),
+                                ack(2, 9, AcknowledgeType.RELEASE)], 1)
+    assert partition.dead_letters == {0: "CLIENT_REJECTED", 1: "CLIENT_REJECTED"}
+    assert partition.start_offset == 0  # waits for the copies
+    partition.acquire("a", LOG[:1], 100, now_ms=2)
+    partition.expire(5000)  # second delivery expired at the limit (2)
+    assert partition.dead_letters[2] == "MAX_DELIVERY_ATTEMPTS_REACHED"
+    assert partition.records[2].state is RecordState.ARCHIVING
+    # Persisted ARCHIVING comes back ARCHIVING, to be copied (or found copied) again.
+    restored = SharePartition(0, settings)
+    restored.restore(0, partition.state_batches())
+    assert restored.dead_letters == partition.dead_letters
+    partition.dead_lettered(range(10))
+    assert partition.start_offset == 10 and not partition.dead_letters

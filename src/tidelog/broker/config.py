@@ -74,6 +74,9 @@ class BrokerConfig:
     group_share_partition_max_record_locks: int = 2000  # group.share.partition.max.record.locks
     group_share_heartbeat_interval_ms: int = 5000  # group.share.heartbeat.interval.ms
     group_share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    # KIP-1191 dead-letter topics of share groups.
+    errors_deadletterqueue_topic_name_prefix: str = "dlq."
+    errors_deadletterqueue_auto_create_topics_enable: bool = False
     log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (flush.ms, cleaner)
     log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
     log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
@@ -164,6 +167,12 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     ),
     "group.share.heartbeat.interval.ms": ("group_share_heartbeat_interval_ms", _parse_int),
     "group.share.session.timeout.ms": ("group_share_session_timeout_ms", _parse_int),
+    "errors.deadletterqueue.topic.name.prefix": (
+        "errors_deadletterqueue_topic_name_prefix", _parse_str
+    ),
+    "errors.deadletterqueue.auto.create.topics.enable": (
+        "errors_deadletterqueue_auto_create_topics_enable", _parse_bool
+    ),
     "transaction.state.log.num.partitions": (
         "transaction_state_log_num_partitions", _parse_int
     ),

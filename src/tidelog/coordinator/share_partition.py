@@ -12,6 +12,8 @@ States (Kafka's RecordState codes, also what `__share_group_state` stores)::
     AVAILABLE     0  may be acquired (never delivered, released, or its lock expired)
     ACQUIRED      1  delivered to `member_id` until `deadline_ms` (persisted as AVAILABLE)
     ACKNOWLEDGED  2  accepted: never delivered again
+    ARCHIVING     3  rejected or over the limit in a group with a dead-letter topic (KIP-1191):
+                     ARCHIVED once copied there (`dead_letters`, `dead_lettered`)
     ARCHIVED      4  rejected, a gap, or over the delivery-count limit: never delivered again
 
 Transitions: AVAILABLE -> ACQUIRED (acquire: delivery_count + 1); ACQUIRED -> ACKNOWLEDGED
@@ -34,7 +36,13 @@ class RecordState(enum.IntEnum):
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    ARCHIVING = 3  # KIP-1191: to be copied to the dead-letter topic, then ARCHIVED
     ARCHIVED = 4
+
+
+# Why a record goes to the dead-letter topic (the reason header).
+REJECTED = "CLIENT_REJECTED"
+DELIVERY_COUNT_LIMIT = "MAX_DELIVERY_ATTEMPTS_REACHED"
 
 
 class AcknowledgeType(enum.IntEnum):
@@ -70,6 +78,7 @@ class ShareSettings:
     record_lock_duration_ms: int = 30_000  # share.record.lock.duration.ms
     delivery_count_limit: int = 5  # share.delivery.count.limit
     max_record_locks: int = 2000  # group.share.partition.max.record.locks
+    dead_letter: bool = False  # the group has errors.deadletterqueue.topic.name (KIP-1191)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +167,8 @@ class SharePartition:
         self.counters = Counters()
         self.dirty: set[int] = set()  # offsets whose persisted form changed since last drained
         self.start_moved = False
+        # ARCHIVING offsets -> reason: to be copied to the dead-letter topic (KIP-1191).
+        self.dead_letters: dict[int, str] = {}
 
     # ---------------------------------------------------------------- reading the state
     def acquired_count(self) -> int:
@@ -296,16 +307,38 @@ class SharePartition:
         self.dirty.add(offset)
         if kind is AcknowledgeType.ACCEPT:
             self.counters.acknowledged += 1
+        elif kind is AcknowledgeType.REJECT:
+            self.counters.rejected += 1
+            self._archive(offset, record, REJECTED)
         else:
-            if kind is AcknowledgeType.REJECT:
-                self.counters.rejected += 1
             self.counters.archived += 1
+
+    def _archive(self, offset: int, record: InFlightRecord, reason: str) -> None:
+        """Undeliverable: ARCHIVING until copied to the dead-letter topic, when the group
+        has one, else ARCHIVED."""
+        if self.settings.dead_letter:
+            record.state = RecordState.ARCHIVING
+            self.dead_letters[offset] = reason
+        else:
+            record.state = RecordState.ARCHIVED
+            self.counters.archived += 1
+        self.dirty.add(offset)
+
+    def dead_lettered(self, offsets: Iterable[int]) -> None:
+        """These ARCHIVING records were copied to the dead-letter topic: ARCHIVED."""
+        for offset in offsets:
+            self.dead_letters.pop(offset, None)
+            record = self.records.get(offset)
+            if record is not None and record.state is RecordState.ARCHIVING:
+                record.state = RecordState.ARCHIVED
+                self.counters.archived += 1
+                self.dirty.add(offset)
+        self._advance()
 
     def _make_available(self, offset: int, record: InFlightRecord) -> None:
         record.member_id = ""
         if record.delivery_count >= self.settings.delivery_count_limit:
-            record.state = RecordState.ARCHIVED
-            self.counters.archived += 1
+            self._archive(offset, record, DELIVERY_COUNT_LIMIT)
         else:
             record.state = RecordState.AVAILABLE
         self.dirty.add(offset)
@@ -341,6 +374,7 @@ class SharePartition:
         for offset in range(self.start_offset, min(log_start_offset, self.end_offset)):
             del self.records[offset]
             self.dirty.discard(offset)
+            self.dead_letters.pop(offset, None)
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self.start_moved = True
@@ -395,9 +429,13 @@ class SharePartition:
                 record.state = RecordState(batch.delivery_state)
                 record.delivery_count = batch.delivery_count
                 record.member_id = ""
+                if record.state is RecordState.ARCHIVING:  # its copy may not have been made
+                    reason = (DELIVERY_COUNT_LIMIT if record.delivery_count
+                              >= self.settings.delivery_count_limit else REJECTED)
+                    self.dead_letters[offset] = reason
                 if (record.state is RecordState.AVAILABLE
                         and record.delivery_count >= self.settings.delivery_count_limit):
-                    record.state = RecordState.ARCHIVED
+                    self._archive(offset, record, DELIVERY_COUNT_LIMIT)
         self._advance()
         self.dirty.clear()
         self.start_moved = False

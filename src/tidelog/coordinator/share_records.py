@@ -29,7 +29,7 @@ StateBatch::
 
     first_offset    int64
     last_offset     int64
-    delivery_state  int8    0 available, 2 acknowledged, 4 archived
+    delivery_state  int8    0 available, 2 acknowledged, 3 archiving (KIP-1191), 4 archived
     delivery_count  int16
 
 A snapshot is the whole in-flight state of one share partition; an update is applied over the
@@ -60,7 +60,7 @@ from tidelog.coordinator.schema import (
 from tidelog.errors import CorruptRecordError
 
 SNAPSHOT_TYPE, UPDATE_TYPE = 0, 1
-_DELIVERY_STATES = (0, 2, 4)
+_DELIVERY_STATES = (0, 2, 3, 4)  # 3: Archiving (KIP-1191)
 
 
 @dataclass(frozen=True, slots=True)

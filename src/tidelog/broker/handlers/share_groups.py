@@ -23,6 +23,7 @@ from tidelog.broker.handlers.context import (
     RequestContext,
     authorized_operations,
 )
+from tidelog.broker.share.dead_letter import TOPIC_CONFIG as DEAD_LETTER_TOPIC_CONFIG
 from tidelog.broker.share.service import GROUP_CONFIG_NAMES, ShareService
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.coordinator.share_group import ShareHeartbeatRequest
@@ -190,6 +191,10 @@ def _check_group_config(service: ShareService, name: str, value: str | None) -> 
     if name == "share.auto.offset.reset":
         ok = value in ("earliest", "latest")
         return None if ok else f"Invalid value {value} for configuration {name}"
+    if name == DEAD_LETTER_TOPIC_CONFIG:
+        prefix = config.errors_deadletterqueue_topic_name_prefix
+        ok = value.startswith(prefix) and len(value) > len(prefix)
+        return None if ok else f"{name} must start with {prefix!r}"
     if name == "share.isolation.level":
         ok = value in ("read_committed", "read_uncommitted")
         return None if ok else f"Invalid value {value} for configuration {name}"
@@ -271,6 +276,7 @@ async def handle_describe_configs(
         "share.isolation.level": "read_uncommitted",
         "share.session.timeout.ms": str(config.group_share_session_timeout_ms),
         "share.heartbeat.interval.ms": str(config.group_share_heartbeat_interval_ms),
+        DEAD_LETTER_TOPIC_CONFIG: "",
     }
     extra = []
     for resource in groups:

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 
 from tidelog.broker import clock
 from tidelog.broker.internal_topics import SHARE_GROUP_STATE_TOPIC
+from tidelog.broker.share.dead_letter import TOPIC_CONFIG as DEAD_LETTER_TOPIC_CONFIG
+from tidelog.broker.share.dead_letter import copy_dead_letters
 from tidelog.coordinator.share_group import (
     ShareGroupCoordinator,
     ShareHeartbeatRequest,
@@ -69,6 +71,7 @@ GROUP_CONFIG_NAMES = (
     "share.isolation.level",
     "share.session.timeout.ms",
     "share.heartbeat.interval.ms",
+    DEAD_LETTER_TOPIC_CONFIG,
 )
 
 
@@ -95,6 +98,8 @@ class ShareService:
         self.group_configs: dict[str, dict[str, str]] = self._load_configs()
         self._persisted: dict[tuple[str, uuid.UUID, int], _Persisted] = {}
         self._restored: dict[tuple[str, uuid.UUID, int], tuple[int, list[StateBatch]]] = {}
+        # Share partitions restored with ARCHIVING records: their copies may exist already.
+        self._recheck: set[tuple[str, uuid.UUID, int]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._ensure_topic()
         self._load_state()
@@ -138,6 +143,7 @@ class ShareService:
             delivery_count_limit=int(overrides.get(
                 "share.delivery.count.limit", config.group_share_delivery_count_limit)),
             max_record_locks=config.group_share_partition_max_record_locks,
+            dead_letter=bool(overrides.get(DEAD_LETTER_TOPIC_CONFIG)),
         )
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
@@ -245,6 +251,8 @@ class ShareService:
             share_partition = SharePartition(start_offset, settings)
             share_partition.restore(start_offset, batches)
             share_partition.move_start(partition_log.log_start_offset)
+            if share_partition.dead_letters:
+                self._recheck.add(key)
         else:
             reset = self.group_configs.get(group_id, {}).get("share.auto.offset.reset", "latest")
             start = (partition_log.log_start_offset if reset == "earliest"
@@ -315,7 +323,26 @@ class ShareService:
 
     async def persist(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
         """Write what changed in this share partition since its last write (nothing when
-        nothing did); returns once appended (after fsync in durability=sync)."""
+        nothing did); returns once appended (after fsync in durability=sync). Records it
+        made ARCHIVING are then copied to the group's dead-letter topic and written ARCHIVED."""
+        await self._write_state(group_id, topic_id, partition)
+        share_partition = self.partitions.get((group_id, topic_id, partition))
+        if share_partition is None or not share_partition.dead_letters:
+            return
+        info = self.broker.topics.by_id(topic_id)
+        name = self.group_configs.get(group_id, {}).get(DEAD_LETTER_TOPIC_CONFIG)
+        if info is None:
+            return
+        key = (group_id, topic_id, partition)
+        copied = copy_dead_letters(
+            self.broker, group_id, info.name, partition, share_partition, name or "",
+            key in self._recheck,
+        ) if name else list(share_partition.dead_letters)
+        self._recheck.discard(key)
+        share_partition.dead_lettered(copied)
+        await self._write_state(group_id, topic_id, partition)
+
+    async def _write_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
         key = (group_id, topic_id, partition)
         share_partition = self.partitions.get(key)
         if share_partition is None:  # the group was deleted meanwhile
