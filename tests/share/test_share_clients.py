@@ -125,6 +125,14 @@ def test_release_redelivers_until_the_limit_and_reject_archives(
 
 
 # ------------------------------------------------------------------ hostile raw requests
+def _topic_id(client: RawClient, name: str) -> uuid.UUID:
+    module = request_module(ApiKey.METADATA, 12)
+    metadata = client.call(ApiKey.METADATA, 12, module.MetadataRequest(
+        topics=(module.MetadataRequestTopic(name=name, topic_id=None),),
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    return metadata.topics[0].topic_id  # type: ignore[no-any-return]
+
+
 def _heartbeat(client: RawClient, group: str, member: str, topic: str) -> None:
     module = request_module(ApiKey.SHARE_GROUP_HEARTBEAT, 1)
     answer = client.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, module.ShareGroupHeartbeatRequest(
@@ -169,11 +177,7 @@ def test_hostile_share_requests_get_kafka_errors_and_change_nothing(
     set_group_configs(bootstrap, "g-hostile", share_auto_offset_reset="earliest")
     produce(bootstrap, "hostile", 10, 1)
     with RawClient(bootstrap) as client:
-        metadata_module = request_module(ApiKey.METADATA, 12)
-        metadata = client.call(ApiKey.METADATA, 12, metadata_module.MetadataRequest(
-            topics=(metadata_module.MetadataRequestTopic(name="hostile", topic_id=None),),
-            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
-        topic_id = metadata.topics[0].topic_id
+        topic_id = _topic_id(client, "hostile")
         _heartbeat(client, "g-hostile", "m1", "hostile")
         _heartbeat(client, "g-hostile", "m2", "hostile")
         first = _fetch(client, "g-hostile", "m1", 0, topic_id)
@@ -310,3 +314,52 @@ def test_rejected_and_exhausted_records_land_in_the_dead_letter_topic_once(
     # A name without the `dlq.` prefix is refused.
     with pytest.raises(KafkaException):
         set_group_configs(bootstrap, "g-dlq-reject", errors_deadletterqueue_topic_name="t-dlq")
+
+
+def test_share_group_offsets_describe_alter_delete(share_broker: BrokerProcess) -> None:
+    bootstrap = share_broker.bootstrap
+    create_topic(bootstrap, "offs", 1)
+    set_group_configs(bootstrap, "g-offs", share_auto_offset_reset="earliest")
+    produce(bootstrap, "offs", 10, 1)
+    describe = request_module(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1)
+    alter = request_module(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0)
+    delete = request_module(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0)
+    with RawClient(bootstrap) as client:
+
+        def described(group: str = "g-offs") -> Any:
+            return client.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
+                               describe.DescribeShareGroupOffsetsRequest(groups=(
+                                   describe.DescribeShareGroupOffsetsRequestGroup(
+                                       group_id=group, topics=None),))).groups[0]
+
+        def altered(offset: int) -> Any:
+            return client.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0,
+                               alter.AlterShareGroupOffsetsRequest(group_id="g-offs", topics=(
+                                   alter.AlterShareGroupOffsetsRequestTopic(
+                                       topic_name="offs", partitions=(
+                                           alter.AlterShareGroupOffsetsRequestPartition(
+                                               partition_index=0, start_offset=offset),)),)))
+
+        topic_id = _topic_id(client, "offs")
+        _heartbeat(client, "g-offs", "m1", "offs")
+        _fetch(client, "g-offs", "m1", 0, topic_id)  # acquires 0-9
+        assert _acknowledge(client, "g-offs", "m1", 1, topic_id, ((0, 4, (1,)),)) == 0
+        partition = described().topics[0].partitions[0]
+        assert (partition.start_offset, partition.lag) == (5, 5)
+        assert altered(8).error_code == ErrorCode.NON_EMPTY_GROUP  # m1 is still a member
+        heartbeat = request_module(ApiKey.SHARE_GROUP_HEARTBEAT, 1)
+        client.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, heartbeat.ShareGroupHeartbeatRequest(
+            group_id="g-offs", member_id="m1", member_epoch=-1))
+        _fetch(client, "g-offs", "m1", -1, topic_id)  # closes the session: locks released
+        assert altered(8).responses[0].partitions[0].error_code == 0
+        partition = described().topics[0].partitions[0]
+        assert (partition.start_offset, partition.lag) == (8, 2)
+        assert altered(99).responses[0].partitions[0].error_code == (
+            ErrorCode.OFFSET_OUT_OF_RANGE)
+        deleted = client.call(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0,
+                              delete.DeleteShareGroupOffsetsRequest(group_id="g-offs", topics=(
+                                  delete.DeleteShareGroupOffsetsRequestTopic(
+                                      topic_name="offs"),)))
+        assert deleted.error_code == 0 and deleted.responses[0].error_code == 0
+        assert described().error_code == ErrorCode.NONE and described().topics == ()
+        assert described("no-such-group").error_code == ErrorCode.GROUP_ID_NOT_FOUND

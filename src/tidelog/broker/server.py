@@ -37,12 +37,14 @@ from tidelog.broker.handlers import (
     scram_users,
     share_fetch,
     share_groups,
+    share_offsets,
     transactions,
     transactions_admin,
 )
 from tidelog.broker.handlers.admin_common import AdminDeps
 from tidelog.broker.handlers.context import HandlerTable
 from tidelog.broker.handlers.groups_common import CoordinatorLocator, GroupDeps
+from tidelog.broker.handlers.share_common import ShareDeps
 from tidelog.broker.internal_topics import TRANSACTION_STATE_TOPIC
 from tidelog.broker.listener_config import ListenerSpec
 from tidelog.broker.metrics.http import MetricsAddressError, start_metrics
@@ -128,10 +130,12 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         table |= scram_users.handlers(scram_users.ScramUsersDeps(config.data_dir, authorizer))
         # Share groups (KIP-932): single node only for now (docs/groups.md).
         load_shares = partial(share_service.service, broker)
-        table |= share_fetch.handlers(share_fetch.ShareDeps(
+        share_deps = ShareDeps(
             topics, partition_replication, broker.append_waiters, broker.lifecycle,
             load_shares, config.node_id, authorizer,
-        ))
+        )
+        table |= share_fetch.handlers(share_deps)
+        table |= share_offsets.handlers(share_deps)
         table |= share_groups.handlers(
             share_groups.ShareGroupDeps(topics, load_shares, authorizer), table
         )

@@ -82,6 +82,9 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         77: (1, 1),  # ShareGroupDescribe
         78: (1, 2),  # ShareFetch (v2: renew acknowledgements, KIP-1222)
         79: (1, 2),  # ShareAcknowledge
+        90: (0, 1),  # DescribeShareGroupOffsets (v1: lag, KIP-1226)
+        91: (0, 0),  # AlterShareGroupOffsets
+        92: (0, 0),  # DeleteShareGroupOffsets
     }
 )
 
@@ -135,6 +138,9 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         77: "ShareGroupDescribe",
         78: "ShareFetch",
         79: "ShareAcknowledge",
+        90: "DescribeShareGroupOffsets",
+        91: "AlterShareGroupOffsets",
+        92: "DeleteShareGroupOffsets",
     }
 )
 

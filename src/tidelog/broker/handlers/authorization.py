@@ -78,6 +78,18 @@ REQUIRED: dict[ApiKey, tuple[Requirement, ...]] = {
         Requirement(Op.READ, Type.GROUP),
         Requirement(Op.READ, Type.TOPIC),
     ),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (
+        Requirement(Op.DESCRIBE, Type.GROUP),
+        Requirement(Op.DESCRIBE, Type.TOPIC),
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (
+        Requirement(Op.READ, Type.GROUP),
+        Requirement(Op.READ, Type.TOPIC),
+    ),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (
+        Requirement(Op.DELETE, Type.GROUP),
+        Requirement(Op.READ, Type.TOPIC),
+    ),
     ApiKey.DESCRIBE_GROUPS: (Requirement(Op.DESCRIBE, Type.GROUP),),
     # Groups the caller may not DESCRIBE are left out.
     ApiKey.LIST_GROUPS: (Requirement(Op.DESCRIBE, Type.GROUP),),

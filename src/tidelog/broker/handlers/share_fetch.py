@@ -14,39 +14,25 @@ written to `__share_group_state` (broker/share/service.py) before the answer.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from tidelog.broker import clock
-from tidelog.broker.delayed import AppendWaiters
 from tidelog.broker.handlers.authorization import Op, Type, allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
-from tidelog.broker.services import Lifecycle, PartitionReplication
+from tidelog.broker.handlers.share_common import ShareDeps
 from tidelog.broker.share.service import ShareService
-from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.coordinator.share_partition import AcknowledgementBatch, LogBatch
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.records.batch import iter_batches
-from tidelog.security.authorizer import Authorizer
 from tidelog.types import TopicPartition
 
 MAX_PARTITION_READ_BYTES = 8 * 1024 * 1024  # one partition's read per pass
 DEFAULT_MAX_RECORDS = 500  # Kafka's max.poll.records, when a request says 0 or less
-
-
-@dataclass(frozen=True, slots=True)
-class ShareDeps:
-    topics: TopicRegistry
-    replication: PartitionReplication
-    append_waiters: AppendWaiters
-    lifecycle: Lifecycle
-    shares: Callable[[], ShareService]  # started on first use
-    node_id: int
-    authorizer: Authorizer | None = None
 
 
 @dataclass(slots=True)

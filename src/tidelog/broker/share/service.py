@@ -262,6 +262,57 @@ class ShareService:
         self.partitions[key] = share_partition
         return share_partition
 
+    # ------------------------------------------------------------------ share-group offsets
+    def knows_group(self, group_id: str) -> bool:
+        """A share group with members, or with share-partition state (live or persisted)."""
+        if group_id in self.coordinator.groups:
+            return True
+        return any(k[0] == group_id for k in (*self.partitions, *self._restored, *self._persisted))
+
+    def is_empty(self, group_id: str) -> bool:
+        group = self.coordinator.groups.get(group_id)
+        return group is None or not group.members
+
+    def start_offset(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The SPSO of a share partition (None: no state), without creating it."""
+        key = (group_id, topic_id, partition)
+        live = self.partitions.get(key)
+        if live is not None:
+            return live.start_offset
+        restored = self._restored.get(key)
+        return None if restored is None else restored[0]
+
+    def delivery_complete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
+        """In-flight offsets past the SPSO that are done (acknowledged or archived)."""
+        live = self.partitions.get((group_id, topic_id, partition))
+        if live is None:
+            return 0
+        return sum(1 for r in live.records.values() if r.state.value in (2, 4))
+
+    def share_partition_keys(self, group_id: str) -> set[tuple[uuid.UUID, int]]:
+        return {(k[1], k[2]) for k in (*self.partitions, *self._restored) if k[0] == group_id}
+
+    async def reset_start(
+        self, group_id: str, topic: str, topic_id: uuid.UUID, partition: int, offset: int
+    ) -> None:
+        """AlterShareGroupOffsets: the share partition starts over at `offset` (an empty
+        group: nothing in flight is owned), written as a snapshot."""
+        key = (group_id, topic_id, partition)
+        self._restored.pop(key, None)
+        fresh = SharePartition(offset, self.settings(group_id))
+        fresh.start_moved = True
+        self.partitions[key] = fresh
+        self._persisted.setdefault(key, _Persisted()).updates = SNAPSHOT_EVERY  # a snapshot
+        await self._write_state(group_id, topic_id, partition)
+
+    async def forget_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        """DeleteShareGroupOffsets: the share partition's state goes (a tombstone)."""
+        key = (group_id, topic_id, partition)
+        self.partitions.pop(key, None)
+        self._restored.pop(key, None)
+        self._persisted.pop(key, None)
+        await self.forget(group_id, topic_id, partition)
+
     # ------------------------------------------------------------------ __share_group_state
     def _ensure_topic(self) -> None:
         if self.broker.topics.get(SHARE_GROUP_STATE_TOPIC) is None:
