@@ -4,6 +4,9 @@ release and reject, and hostile raw ShareFetch/ShareAcknowledge requests."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -363,3 +366,44 @@ def test_share_group_offsets_describe_alter_delete(share_broker: BrokerProcess) 
         assert deleted.error_code == 0 and deleted.responses[0].error_code == 0
         assert described().error_code == ErrorCode.NONE and described().topics == ()
         assert described("no-such-group").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def _tidelog(*args: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "tidelog.cli.main", *args],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_tidelog_groups_lists_describes_and_resets_share_groups(
+    share_broker: BrokerProcess,
+) -> None:
+    bootstrap = share_broker.bootstrap
+    create_topic(bootstrap, "cli-t", 1)
+    set_group_configs(bootstrap, "g-cli", share_auto_offset_reset="earliest")
+    produce(bootstrap, "cli-t", 5, 1)
+    with RawClient(bootstrap) as client:
+        topic_id = _topic_id(client, "cli-t")
+        _heartbeat(client, "g-cli", "m1", "cli-t")
+        _fetch(client, "g-cli", "m1", 0, topic_id)
+        assert _acknowledge(client, "g-cli", "m1", 1, topic_id, ((0, 2, (1,)),)) == 0
+        listed = json.loads(_tidelog("groups", "list-share", "-b", bootstrap, "--json"))
+        assert {"group": "g-cli", "state": "Stable", "type": "share"} in listed
+        described = json.loads(_tidelog("groups", "describe-share", "g-cli", "-b", bootstrap,
+                                        "--json"))
+        assert described["state"] == "Stable" and described["assignor"] == "simple"
+        assert [m["member_id"] for m in described["members"]] == ["m1"]
+        assert described["members"][0]["partitions"] == ["cli-t-0"]
+        assert described["partitions"] == [
+            {"topic": "cli-t", "partition": 0, "start_offset": 3, "lag": 2}]
+        heartbeat = request_module(ApiKey.SHARE_GROUP_HEARTBEAT, 1)
+        client.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, heartbeat.ShareGroupHeartbeatRequest(
+            group_id="g-cli", member_id="m1", member_epoch=-1))
+        _fetch(client, "g-cli", "m1", -1, topic_id)
+    _tidelog("groups", "reset-share-offsets", "g-cli", "--topic", "cli-t", "--to-latest",
+             "-b", bootstrap)
+    described = json.loads(_tidelog("groups", "describe-share", "g-cli", "-b", bootstrap,
+                                    "--json"))
+    assert described["members"] == []
+    assert described["partitions"] == [
+        {"topic": "cli-t", "partition": 0, "start_offset": 5, "lag": 0}]
