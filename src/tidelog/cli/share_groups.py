@@ -22,6 +22,7 @@ import click
 from confluent_kafka import Consumer, TopicPartition
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
 from rich.console import Console
 from rich.table import Table
 
@@ -52,8 +53,8 @@ class _Connection:
         request_cls = load_request_schema(api_key, version)
         self.correlation_id += 1
         header = request_cls.__header_schema__(
-            request_api_key=api_key, request_api_version=version,
-            correlation_id=self.correlation_id, client_id="tidelog-cli",
+            request_api_key=i16(api_key), request_api_version=i16(version),
+            correlation_id=i32(self.correlation_id), client_id="tidelog-cli",
         )
         buffer = io.BytesIO()
         entity_writer(type(header))(buffer, header)
