@@ -201,12 +201,12 @@ def test_hostile_share_requests_get_kafka_errors_and_change_nothing(
         # m1's session epoch is 1 now (the epoch-0 fetch above with acks was refused).
         epoch = 1
         for acks, error in (
-            (((50, 60, (1,)),), ErrorCode.INVALID_RECORD_STATE),  # never acquired
+            (((50, 60, (1,)),), ErrorCode.INVALID_REQUEST),  # never acquired: not in flight
             (((0, 3, (1,)), (3, 5, (1,))), ErrorCode.INVALID_REQUEST),  # overlapping
             (((0, 10**12, (1,)),), ErrorCode.INVALID_REQUEST),  # huge range
             (((0, 3, (1, 1)),), ErrorCode.INVALID_REQUEST),  # types do not match the range
             (((0, 0, (9,)),), ErrorCode.INVALID_REQUEST),  # unknown type
-            (((5, 12, (1,)),), ErrorCode.INVALID_RECORD_STATE),  # runs past what was acquired
+            (((5, 12, (1,)),), ErrorCode.INVALID_REQUEST),  # runs past what was acquired
         ):
             assert _acknowledge(client, "g-hostile", "m1", epoch, topic_id, acks) == error
             epoch += 1
@@ -215,8 +215,8 @@ def test_hostile_share_requests_get_kafka_errors_and_change_nothing(
             ErrorCode.INVALID_RECORD_STATE)
         # Nothing changed: m1 still holds all ten and accepts them in one go.
         assert _acknowledge(client, "g-hostile", "m1", epoch, topic_id, ((0, 9, (1,)),)) == 0
-        assert _acknowledge(client, "g-hostile", "m1", epoch + 1, topic_id,
-                            ((0, 9, (1,)),)) == ErrorCode.INVALID_RECORD_STATE  # done already
+        # Done already (below the share-partition start offset): skipped, as Kafka does.
+        assert _acknowledge(client, "g-hostile", "m1", epoch + 1, topic_id, ((0, 9, (1,)),)) == 0
 
 
 def test_share_groups_in_admin_apis_and_group_configs(share_broker: BrokerProcess) -> None:
@@ -365,7 +365,8 @@ def test_share_group_offsets_describe_alter_delete(share_broker: BrokerProcess) 
                                       topic_name="offs"),)))
         assert deleted.error_code == 0 and deleted.responses[0].error_code == 0
         assert described().error_code == ErrorCode.NONE and described().topics == ()
-        assert described("no-such-group").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        unknown = described("no-such-group")  # answered as a group without state, as Kafka
+        assert unknown.error_code == ErrorCode.NONE and unknown.topics == ()
 
 
 def _tidelog(*args: str) -> str:

@@ -117,8 +117,8 @@ def test_max_record_locks_bounds_new_acquisitions() -> None:
         ([AcknowledgementBatch(0, 3, (1, 1))], ErrorCode.INVALID_REQUEST),  # 2 types for 4
         ([AcknowledgementBatch(0, 0, (9,))], ErrorCode.INVALID_REQUEST),  # unknown type
         ([ack(0, 0, AcknowledgeType.RENEW)], ErrorCode.INVALID_REQUEST),  # renew not allowed
-        ([ack(0, 10, AcknowledgeType.ACCEPT)], ErrorCode.INVALID_RECORD_STATE),  # never acquired
-        ([ack(40, 45, AcknowledgeType.ACCEPT)], ErrorCode.INVALID_RECORD_STATE),
+        ([ack(0, 20, AcknowledgeType.ACCEPT)], ErrorCode.INVALID_REQUEST),  # never acquired
+        ([ack(40, 45, AcknowledgeType.ACCEPT)], ErrorCode.INVALID_REQUEST),
         ([ack(10, 12, AcknowledgeType.ACCEPT)], ErrorCode.INVALID_RECORD_STATE),  # b's records
     ],
 )
@@ -133,13 +133,19 @@ def test_bad_acknowledgements_change_nothing(
     assert snapshot(partition) == before
 
 
-def test_accepted_twice_is_invalid_record_state() -> None:
+def test_accepted_twice_is_invalid_record_state_until_the_start_offset_passed() -> None:
     partition = SharePartition(0, SETTINGS)
     partition.acquire("a", LOG[:2], 100, now_ms=0)
     assert partition.acknowledge("a", [ack(5, 6, AcknowledgeType.ACCEPT)], 1) is ErrorCode.NONE
     assert partition.acknowledge("a", [ack(5, 6, AcknowledgeType.ACCEPT)], 1) is (
         ErrorCode.INVALID_RECORD_STATE
     )
+    assert partition.acknowledge("a", [ack(0, 4, AcknowledgeType.ACCEPT)], 1) is ErrorCode.NONE
+    assert partition.start_offset == 7
+    # Below the SPSO: done already, skipped (Kafka answers NONE); the rest applies.
+    assert partition.acknowledge("a", [AcknowledgementBatch(5, 8, (1, 1, 1, 2))], 1) is (
+        ErrorCode.NONE)
+    assert partition.start_offset == 8 and partition.records[8].state is RecordState.AVAILABLE
 
 
 def test_control_batches_and_log_gaps_are_never_delivered() -> None:

@@ -267,22 +267,34 @@ class SharePartition:
         self, member_id: str, batches: Sequence[AcknowledgementBatch], now_ms: int,
         renew_allowed: bool = False,
     ) -> ErrorCode:
-        """Apply a partition's acknowledgements from `member_id`, all or nothing: every offset
-        named must be ACQUIRED by this member (INVALID_RECORD_STATE otherwise), the batches
-        well formed (INVALID_REQUEST)."""
+        """Apply a partition's acknowledgements from `member_id`, all or nothing: the batches
+        well formed and within the in-flight records (INVALID_REQUEST), every offset named at
+        or past the SPSO ACQUIRED by this member (INVALID_RECORD_STATE); offsets below the
+        SPSO are done already and skipped (as Kafka)."""
         self.expire(now_ms)
         error = check_batches(batches, renew_allowed)
         if error is not ErrorCode.NONE:
             return error
         for batch in batches:
-            if batch.first_offset < self.start_offset or batch.last_offset >= self.end_offset:
-                return ErrorCode.INVALID_RECORD_STATE
-            for offset in range(batch.first_offset, batch.last_offset + 1):
+            # Kafka's SharePartition: offsets past the in-flight records are not in its cache
+            # (INVALID_REQUEST); offsets below the SPSO are done already and skipped.
+            if batch.last_offset >= self.end_offset:
+                return ErrorCode.INVALID_REQUEST
+            for offset in range(max(batch.first_offset, self.start_offset),
+                                batch.last_offset + 1):
                 record = self.records[offset]
                 if record.state is not RecordState.ACQUIRED or record.member_id != member_id:
                     return ErrorCode.INVALID_RECORD_STATE
         for batch in batches:
             offsets = range(batch.first_offset, batch.last_offset + 1)
+            if batch.last_offset < self.start_offset:
+                continue
+            if batch.first_offset < self.start_offset:  # one type per offset: keep the pairing
+                skip = self.start_offset - batch.first_offset
+                kinds = batch.acknowledge_types
+                batch = AcknowledgementBatch(self.start_offset, batch.last_offset,
+                                             kinds if len(kinds) == 1 else kinds[skip:])
+                offsets = range(batch.first_offset, batch.last_offset + 1)
             if len(batch.acknowledge_types) == 1:
                 kind = AcknowledgeType(batch.acknowledge_types[0])
                 for offset in offsets:

@@ -85,7 +85,10 @@ async def handle_share_group_heartbeat(
         ApiKey.SHARE_GROUP_HEARTBEAT, version,
         error_code=answer.error, error_message=answer.message, member_id=answer.member_id,
         member_epoch=answer.member_epoch,
-        heartbeat_interval=service.heartbeat_interval_ms(request.group_id),
+        # Kafka sends the interval only to members in the group (0 on errors and leaves).
+        heartbeat_interval=(service.heartbeat_interval_ms(request.group_id)
+                            if answer.error is ErrorCode.NONE and answer.member_epoch >= 0
+                            else 0),
         assignment=assignment,
     )
 

@@ -3,11 +3,12 @@
 
 A share group's "offset" per partition is its share-partition start offset (SPSO). Describe
 answers it (-1 without state) and, from v1, the lag: records between the SPSO and the high
-watermark not yet acknowledged or archived. Alter and Delete need the group empty
-(NON_EMPTY_GROUP): Alter restarts each named share partition at the given offset (within the
-log: else OFFSET_OUT_OF_RANGE), Delete drops the state of every partition of each named topic
-(a tombstone in `__share_group_state`). A group unknown as a share group (no members, no
-state) is GROUP_ID_NOT_FOUND.
+watermark not yet acknowledged or archived; an unknown group is answered as one without
+state (-1), as Kafka 4.3 does. Alter and Delete need the group empty (NON_EMPTY_GROUP): Alter
+restarts each named share partition at the given offset (within the log: else
+OFFSET_OUT_OF_RANGE), Delete drops the state of every partition of each named topic (a
+tombstone in `__share_group_state`); for them a group unknown as a share group (no members,
+no state) is GROUP_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -40,11 +41,7 @@ async def handle_describe(deps: ShareDeps, context: RequestContext, request: Any
                 module.DescribeShareGroupOffsetsResponseGroup, group_id=group_id,
                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=()))
             continue
-        if not service.knows_group(group_id):
-            groups.append(responses.build(
-                module.DescribeShareGroupOffsetsResponseGroup, group_id=group_id,
-                error_code=ErrorCode.GROUP_ID_NOT_FOUND, topics=()))
-            continue
+        # An unknown group is answered like a group without state (Kafka 4.3 does too).
         wanted: dict[str, list[int]] = {}
         if group.topics is None:  # every partition with state
             for topic_id, index in sorted(service.share_partition_keys(group_id)):
