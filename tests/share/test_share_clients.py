@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -17,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from broker.metrics_probe import metrics_args
 from broker.raw import RawClient, request_module
 from conftest import BrokerFactory, BrokerProcess
 from tidelog.errors import ErrorCode
@@ -36,8 +38,11 @@ from .helpers import (
 @pytest.fixture(scope="module")
 def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     factory = BrokerFactory(tmp_path_factory.mktemp("share"))
+    arguments, port = metrics_args()
     try:
-        yield factory(settings=SHARE_SETTINGS)
+        broker = factory(settings=SHARE_SETTINGS, extra_args=arguments)
+        broker.metrics_port = port  # type: ignore[attr-defined]
+        yield broker
     finally:
         bad = factory.stop_all()
     if bad:
@@ -125,6 +130,17 @@ def test_release_redelivers_until_the_limit_and_reject_archives(
         wait_for(lambda a=after: bool(a.pump()), f"the record after the {mode}ed ones")
         after.stop()
         assert [(r["o"], r["d"]) for r in after.records] == [(10, 1)]
+    # Share metrics at scrape time (the broker's /metrics).
+    port = share_broker.metrics_port  # type: ignore[attr-defined]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    labels = '{group="g-release",partition="0",topic="t-release"}'
+    assert f"tidelog_share_released_total{labels} 30.0" in text
+    assert f"tidelog_share_redeliveries_total{labels} 20.0" in text
+    assert f"tidelog_share_archived_total{labels} 10.0" in text
+    assert f"tidelog_share_start_offset{labels} 11.0" in text
+    labels = '{group="g-reject",partition="0",topic="t-reject"}'
+    assert f"tidelog_share_rejected_total{labels} 10.0" in text
 
 
 # ------------------------------------------------------------------ hostile raw requests

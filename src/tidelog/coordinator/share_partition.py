@@ -123,6 +123,7 @@ class Counters:
     archived: int = 0
     lock_expiries: int = 0
     redeliveries: int = 0
+    dead_letter_copies: int = 0
 
 
 def _add_range(ranges: list[AcquiredRange], first: int, last: int, delivery_count: int) -> None:
@@ -344,6 +345,7 @@ class SharePartition:
             if record is not None and record.state is RecordState.ARCHIVING:
                 record.state = RecordState.ARCHIVED
                 self.counters.archived += 1
+                self.counters.dead_letter_copies += 1
                 self.dirty.add(offset)
         self._advance()
 

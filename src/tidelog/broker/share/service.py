@@ -33,6 +33,7 @@ from tidelog.broker import clock
 from tidelog.broker.internal_topics import SHARE_GROUP_STATE_TOPIC
 from tidelog.broker.share.dead_letter import TOPIC_CONFIG as DEAD_LETTER_TOPIC_CONFIG
 from tidelog.broker.share.dead_letter import copy_dead_letters
+from tidelog.broker.share.metrics import ShareCollector
 from tidelog.coordinator.share_group import (
     ShareGroupCoordinator,
     ShareHeartbeatRequest,
@@ -103,6 +104,13 @@ class ShareService:
         self._timer: asyncio.TimerHandle | None = None
         self._ensure_topic()
         self._load_state()
+        registry = getattr(broker.metrics, "registry", None)
+        if registry is not None:  # metrics on: share metrics at scrape time
+            registry.register(ShareCollector(lambda: self.partitions, self._topic_name))
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        info = self.broker.topics.by_id(topic_id)
+        return None if info is None else info.name
 
     # ------------------------------------------------------------------ group configs
     def _configs_path(self) -> str:
