@@ -101,6 +101,9 @@ async def _acknowledge(
             answer.acknowledge_error = share_partition.acknowledge(
                 member_id, batches, now_ms, renew_allowed
             )
+            if answer.acknowledge_error is ErrorCode.NONE:
+                # Released records may be acquired now: wake fetches parked on the partition.
+                deps.append_waiters.notify(TopicPartition(info.name, partition.partition_index))
             if persist:
                 await service.persist(group_id, topic_id, partition.partition_index)
 

@@ -54,6 +54,7 @@ from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
 from tidelog.records.batch import RecordBatch, iter_batches
 from tidelog.records.builder import NewRecord, build_batch
 from tidelog.records.record import iter_records
+from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
     from tidelog.broker.state import Broker
@@ -175,9 +176,15 @@ class ShareService:
 
     def _member_gone(self, group_id: str, member_id: str) -> None:
         self.sessions.pop((group_id, member_id), None)
-        for (group, _, _), partition in self.partitions.items():
-            if group == group_id:
-                partition.release_member(member_id)
+        self._release(group_id, member_id)
+
+    def _release(self, group_id: str, member_id: str) -> None:
+        """The member's locks go back; fetches parked on those partitions wake."""
+        for (group, topic_id, index), partition in self.partitions.items():
+            if group == group_id and partition.release_member(member_id):
+                name = self._topic_name(topic_id)
+                if name is not None:
+                    self.broker.append_waiters.notify(TopicPartition(name, index))
 
     def _schedule_expiry(self) -> None:
         deadline = self.coordinator.next_deadline_ms()
@@ -239,9 +246,7 @@ class ShareService:
     def close_session(self, group_id: str, member_id: str) -> None:
         """Epoch -1: the session ends and the member's acquired records go back."""
         if self.sessions.pop((group_id, member_id), None) is not None:
-            for (group, _, _), partition in self.partitions.items():
-                if group == group_id:
-                    partition.release_member(member_id)
+            self._release(group_id, member_id)
 
     # ------------------------------------------------------------------ share partitions
     def share_partition(
