@@ -238,8 +238,11 @@ class SharePartition:
                 acquired_here += 1
                 _add_range(ranges, offset, offset, record.delivery_count)
             # Offsets past the SPEO, within the in-flight bound: new records, in bulk.
+            # Like Kafka, a batch is acquired whole when there is room at its start: the
+            # bound may be passed by less than one batch, and a batch is never sent twice
+            # for being split by it.
             new_first = max(first, self.end_offset)
-            new_last = min(batch.last_offset, self.end_offset - 1 + self._room())
+            new_last = batch.last_offset if self._room() > 0 else new_first - 1
             if new_last >= new_first:
                 state = RecordState.ARCHIVED if batch.is_control else RecordState.ACQUIRED
                 for offset in range(new_first, new_last + 1):
@@ -298,6 +301,15 @@ class SharePartition:
                 offsets = range(batch.first_offset, batch.last_offset + 1)
             if len(batch.acknowledge_types) == 1:
                 kind = AcknowledgeType(batch.acknowledge_types[0])
+                if kind is AcknowledgeType.ACCEPT:  # the common case, without a call per offset
+                    records = self.records
+                    for offset in offsets:
+                        record = records[offset]
+                        record.state = RecordState.ACKNOWLEDGED
+                        record.member_id = ""
+                    self.dirty.update(offsets)
+                    self.counters.acknowledged += len(offsets)
+                    continue
                 for offset in offsets:
                     self._apply(offset, kind, now_ms)
             else:
@@ -407,21 +419,27 @@ class SharePartition:
     def state_batches(self, offsets: Iterable[int] | None = None) -> list[StateBatch]:
         """The persisted form of the given in-flight offsets (all when None), as runs:
         ACQUIRED is written AVAILABLE with its delivery count (Kafka's persister does too)."""
-        chosen = sorted(
-            o for o in (self.records if offsets is None else offsets) if o in self.records
+        records = self.records
+        chosen: Iterable[int] = (
+            range(self.start_offset, self.end_offset) if offsets is None
+            else sorted(o for o in offsets if o in records)
         )
         runs: list[StateBatch] = []
+        first = previous = -2
+        run_state, run_count = 0, 0
         for offset in chosen:
-            record = self.records[offset]
-            state = (RecordState.AVAILABLE if record.state is RecordState.ACQUIRED
-                     else record.state)
-            last = runs[-1] if runs else None
-            if (last is not None and last.last_offset == offset - 1
-                    and last.delivery_state == state
-                    and last.delivery_count == record.delivery_count):
-                runs[-1] = StateBatch(last.first_offset, offset, state, record.delivery_count)
-            else:
-                runs.append(StateBatch(offset, offset, int(state), record.delivery_count))
+            record = records[offset]
+            state = 0 if record.state is RecordState.ACQUIRED else int(record.state)
+            count = record.delivery_count
+            if offset == previous + 1 and state == run_state and count == run_count:
+                previous = offset
+                continue
+            if previous >= 0:
+                runs.append(StateBatch(first, previous, run_state, run_count))
+            first = previous = offset
+            run_state, run_count = state, count
+        if previous >= 0:
+            runs.append(StateBatch(first, previous, run_state, run_count))
         return runs
 
     def drain_dirty(self) -> tuple[set[int], bool]:
