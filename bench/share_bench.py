@@ -1,6 +1,6 @@
 """Share-group benchmark: one share consumer against one classic group consumer, same backlog.
 
-    .venv/bin/python bench/share_bench.py [--messages 200000]
+    .venv/bin/python bench/share_bench.py [--messages 200000] [--more-consumers 2 4]
 
 One run against a fresh `tidelog serve` (pagecache durability): produce the backlog (200,000
 values of 200-300 bytes, one partition, broker_bench.py's producer), then
@@ -10,6 +10,7 @@ values of 200-300 bytes, one partition, broker_bench.py's producer), then
   acknowledgement: every record accepted on the next poll) in a share group reset to the
   earliest offset, read everything; the clock stops when `close()` returned (the last
   acknowledgements written).
+- share x N: the same backlog read by 2 and 4 share consumers in one new group (threads).
 Correctness: both read exactly `--messages` records and the same value bytes; the share run
 sees no record twice. Reported: records/s of each, the ratio (the issue's goal: share >= 50%
 of classic), broker CPU seconds per million records of each.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -30,33 +32,49 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker_bench as seed  # a sibling script, not a package
 
 
-def consume_share(bootstrap: str, count: int) -> tuple[float, int, int]:
+def consume_share(bootstrap: str, count: int, consumers: int = 1) -> tuple[float, int, int]:
+    """`consumers` ShareConsumers (one thread each; librdkafka does the work outside the GIL)
+    in a new share group read until `count` records were received in total."""
     group = f"bench-share-{time.time_ns()}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource("group", group, incremental_configs=[ConfigEntry(
         "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(30)
-    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
-                              "max.poll.records": 10_000})
     seen: set[int] = set()
-    value_bytes = duplicates = 0
+    totals = {"bytes": 0, "duplicates": 0}
+    lock = threading.Lock()
     start = time.perf_counter()
-    consumer.subscribe([seed.TOPIC])
     deadline = start + 300
-    while len(seen) < count and time.perf_counter() < deadline:
-        for message in consumer.poll(1.0):
-            if message.error():
-                raise RuntimeError(str(message.error()))
-            offset = message.offset()
-            duplicates += offset in seen
-            seen.add(offset)
-            value_bytes += len(message.value())
-    consumer.close()
+
+    def run() -> None:
+        consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                  "max.poll.records": 10_000})
+        consumer.subscribe([seed.TOPIC])
+        while len(seen) < count and time.perf_counter() < deadline:
+            messages = consumer.poll(0.2)
+            with lock:
+                for message in messages:
+                    if message.error():
+                        raise RuntimeError(str(message.error()))
+                    offset = message.offset()
+                    totals["duplicates"] += offset in seen
+                    seen.add(offset)
+                    totals["bytes"] += len(message.value())
+        # librdkafka 2.16's close() does not accept the last poll's records in implicit mode
+        # (its final ShareAcknowledge is empty): they would be released and redelivered.
+        consumer.commit_sync()
+        consumer.close()
+
+    threads = [threading.Thread(target=run) for _ in range(consumers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     elapsed = time.perf_counter() - start
-    if duplicates:
-        raise RuntimeError(f"{duplicates} records delivered twice")
-    return elapsed, len(seen), value_bytes
+    if totals["duplicates"]:
+        raise RuntimeError(f"{totals['duplicates']} records delivered twice")
+    return elapsed, len(seen), totals["bytes"]
 
 
 def main() -> None:
@@ -65,6 +83,8 @@ def main() -> None:
     # Kafka's default (2000) bounds the records in flight per share partition, so what one
     # ShareFetch can acquire.
     parser.add_argument("--record-locks", type=int, default=2000)
+    parser.add_argument("--more-consumers", type=int, nargs="*", default=[2, 4],
+                        help="also read the backlog with this many share consumers (one group)")
     options = parser.parse_args()
     count = options.messages
     with tempfile.TemporaryDirectory(prefix="tidelog-share-bench-") as data_dir:
@@ -84,6 +104,11 @@ def main() -> None:
             cpu = server.cpu_seconds()
             share_s, share_n, share_bytes = consume_share(server.address, count)
             share_cpu = server.cpu_seconds() - cpu
+            several = []
+            for consumers in options.more_consumers:
+                cpu = server.cpu_seconds()
+                seconds, n, _ = consume_share(server.address, count, consumers)
+                several.append((consumers, seconds, n, server.cpu_seconds() - cpu))
         finally:
             server.stop()
     for name, n, value_bytes in (("classic", classic_n, classic_bytes),
@@ -99,6 +124,11 @@ def main() -> None:
     print(f"share group:   {share_rate:,.0f} records/s ({share_s:.2f} s),"
           f" broker CPU {share_cpu / count * 1e6:.2f} s per million")
     print(f"share / classic: {share_rate / classic_rate:.0%} (goal >= 50%)")
+    for consumers, seconds, n, cpu in several:
+        if n != count:
+            raise RuntimeError(f"{consumers} share consumers read {n} records of {count}")
+        print(f"{consumers} share consumers: {count / seconds:,.0f} records/s ({seconds:.2f} s),"
+              f" broker CPU {cpu / count * 1e6:.2f} s per million")
 
 
 if __name__ == "__main__":
