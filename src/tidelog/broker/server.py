@@ -136,9 +136,9 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         )
         table |= share_fetch.handlers(share_deps)
         table |= share_offsets.handlers(share_deps)
-        table |= share_groups.handlers(
-            share_groups.ShareGroupDeps(topics, load_shares, authorizer), table
-        )
+        table |= share_groups.handlers(share_groups.ShareGroupDeps(
+            topics, load_shares, partial(share_service.started, broker), authorizer
+        ), table)
     else:
         from tidelog.broker.handlers import cluster, cluster_admin
         from tidelog.broker.handlers.cluster_common import ClusterDeps

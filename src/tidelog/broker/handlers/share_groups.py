@@ -40,7 +40,8 @@ _GROUP_CONFIG_SOURCE, _DEFAULT_SOURCE = 8, 5  # DescribeConfigs config_source va
 @dataclass(frozen=True, slots=True)
 class ShareGroupDeps:
     topics: TopicRegistry
-    shares: Callable[[], ShareService]
+    shares: Callable[[], ShareService]  # starts the service on first use
+    started: Callable[[], ShareService | None]  # the service if started (never starts it)
     authorizer: Authorizer | None = None
 
 
@@ -147,9 +148,9 @@ async def handle_list_groups(
     answer = await inner(context, request)
     types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
     states = {s.lower() for s in (getattr(request, "states_filter", ()) or ())}
-    if types and "share" not in types:
+    service = deps.started()
+    if (types and "share" not in types) or service is None:
         return answer
-    service = deps.shares()
     module = responses.response_module(ApiKey.LIST_GROUPS, context.header.api_version)
     extra = []
     for group in service.coordinator.groups.values():
@@ -166,7 +167,9 @@ async def handle_list_groups(
 async def handle_delete_groups(
     deps: ShareGroupDeps, inner: Handler, context: RequestContext, request: Any
 ) -> Any:
-    service = deps.shares()
+    service = deps.started()
+    if service is None:
+        return await inner(context, request)
     share_ids = [g for g in request.groups_names if g in service.coordinator.groups]
     others = [g for g in request.groups_names if g not in service.coordinator.groups]
     answer = await inner(context, dataclasses.replace(request, groups_names=tuple(others)))

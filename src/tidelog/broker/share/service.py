@@ -473,3 +473,10 @@ def service(broker: Broker) -> ShareService:
         existing = broker.share_service = ShareService(broker)
     assert isinstance(existing, ShareService)
     return existing
+
+
+def started(broker: Broker) -> ShareService | None:
+    """The share service if something started it (ListGroups and DeleteGroups must not create
+    `__share_group_state` just to find no share groups)."""
+    existing = broker.share_service
+    return existing if isinstance(existing, ShareService) else None
