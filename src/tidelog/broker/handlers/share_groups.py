@@ -61,8 +61,14 @@ async def handle_share_group_heartbeat(
         return _response(ApiKey.SHARE_GROUP_HEARTBEAT, version,
                          error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_epoch=0,
                          heartbeat_interval=0)
-    service = deps.shares()
     names = request.subscribed_topic_names
+    if names and deps.authorizer is not None and not all(
+        allowed(deps.authorizer, context, Op.DESCRIBE, Type.TOPIC, name) for name in names
+    ):
+        return _response(ApiKey.SHARE_GROUP_HEARTBEAT, version,
+                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, member_epoch=0,
+                         heartbeat_interval=0)
+    service = deps.shares()
     answer = service.heartbeat(ShareHeartbeatRequest(
         group_id=request.group_id,
         member_id=request.member_id,

@@ -55,12 +55,14 @@ async def handle_describe(deps: ShareDeps, context: RequestContext, request: Any
         for name, indexes in wanted.items():
             info = deps.topics.get(name)
             partitions = []
+            refused = not _may(deps, context, Op.DESCRIBE, Type.TOPIC, name)
             for index in indexes:
-                if info is None or not 0 <= index < info.partitions:
+                if refused or info is None or not 0 <= index < info.partitions:
                     partitions.append(responses.build(
                         module.DescribeShareGroupOffsetsResponsePartition, partition_index=index,
                         start_offset=-1, leader_epoch=-1,
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if refused
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
                 start = service.start_offset(group_id, info.topic_id, index)
                 lag = -1
