@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from broker.metrics_probe import metrics_args
@@ -424,3 +424,35 @@ def test_tidelog_groups_lists_describes_and_resets_share_groups(
     assert described["members"] == []
     assert described["partitions"] == [
         {"topic": "cli-t", "partition": 0, "start_offset": 5, "lag": 0}]
+
+
+def test_read_committed_share_groups_skip_aborted_transactions(
+    share_broker: BrokerProcess,
+) -> None:
+    bootstrap = share_broker.bootstrap
+    create_topic(bootstrap, "t-txn", 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "share-txn"})
+    producer.init_transactions(30)
+    # Offsets: c0-c2 0-2, COMMIT 3, a0-a1 4-5, ABORT 6, c3 7, COMMIT 8.
+    for values, commit in ((["c0", "c1", "c2"], True), (["a0", "a1"], False), (["c3"], True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce("t-txn", value=value.encode(), partition=0)
+        assert producer.flush(30) == 0  # written before the abort (it would purge them)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    with RawClient(bootstrap) as client:
+        topic_id = _topic_id(client, "t-txn")
+        for group, isolation, expected in (
+            ("g-txn-committed", "read_committed", [(0, 2), (7, 7)]),
+            ("g-txn-uncommitted", "read_uncommitted", [(0, 2), (4, 5), (7, 7)]),
+        ):
+            set_group_configs(bootstrap, group, share_auto_offset_reset="earliest",
+                              share_isolation_level=isolation)
+            _heartbeat(client, group, "m1", "t-txn")
+            fetched = _fetch(client, group, "m1", 0, topic_id)
+            acquired = fetched.responses[0].partitions[0].acquired_records
+            # Control batches are never acquired; read_committed skips the aborted records.
+            assert [(a.first_offset, a.last_offset) for a in acquired] == expected

@@ -101,7 +101,7 @@ class LogBatch:
 
     base_offset: int
     last_offset: int
-    is_control: bool = False
+    is_control: bool = False  # never delivered: a control batch, or an aborted transaction's
 
 
 @dataclass(frozen=True, slots=True)

@@ -276,17 +276,30 @@ async def _acquire_one(
     share_partition.move_start(partition_log.log_start_offset)
     share_partition.expire(now_ms)
     high_watermark = deps.replication.high_watermark(tp)
+    # share.isolation.level=read_committed: up to the last stable offset, aborted transactions'
+    # batches archived like control batches (never delivered).
+    read_committed = service.group_configs.get(group_id, {}).get(
+        "share.isolation.level") == "read_committed"
+    limit = partition_log.last_stable_offset(high_watermark) if read_committed else high_watermark
     got = size = 0
-    if share_partition.can_acquire(high_watermark):
+    if share_partition.can_acquire(limit):
         offset = share_partition.first_acquirable()
         read = partition_log.read(
-            offset, min(max_bytes, MAX_PARTITION_READ_BYTES), max_offset=high_watermark
+            offset, min(max_bytes, MAX_PARTITION_READ_BYTES), max_offset=limit
         )
         data = b"".join(piece.read_bytes() for piece in read.slices)
         batches = list(iter_batches(data))
+        aborted = (partition_log.aborted_transactions(offset, batches[-1].next_offset)
+                   if read_committed and batches else [])
+
+        def undeliverable(batch: Any) -> bool:
+            return bool(batch.is_control) or (batch.is_transactional and any(
+                a.producer_id == batch.producer_id
+                and a.first_offset <= batch.base_offset <= a.last_offset for a in aborted))
+
         ranges, used = share_partition.acquire(
             member_id,
-            [LogBatch(b.base_offset, b.last_offset, b.is_control) for b in batches],
+            [LogBatch(b.base_offset, b.last_offset, undeliverable(b)) for b in batches],
             max_records, now_ms,
         )
         if ranges:
