@@ -275,6 +275,16 @@ def test_share_groups_in_admin_apis_and_group_configs(share_broker: BrokerProces
         assert left.error_code == 0 and left.member_epoch == -1
         assert deleted() == ErrorCode.NONE
         assert "g-admin" not in listed("share")
+    # An id held by a classic group (offsets committed under it) is not a share group's.
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-classic-id"})
+    committer.commit(offsets=[TopicPartition("admin-t", 0, 0)], asynchronous=False)
+    committer.close()
+    with RawClient(bootstrap) as client:
+        heartbeat = request_module(ApiKey.SHARE_GROUP_HEARTBEAT, 1)
+        refused = client.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, heartbeat.ShareGroupHeartbeatRequest(
+            group_id="g-classic-id", member_id="m1", member_epoch=0,
+            subscribed_topic_names=("admin-t",)))
+        assert refused.error_code == ErrorCode.GROUP_ID_NOT_FOUND
     # Group configs: IncrementalAlterConfigs and DescribeConfigs on GROUP resources.
     set_group_configs(bootstrap, "g-admin", share_record_lock_duration_ms="5000")
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -56,7 +56,7 @@ from tidelog.broker.services import PartitionReplication, SingleNodeReplication
 from tidelog.broker.share import service as share_service
 from tidelog.broker.state import Broker
 from tidelog.broker.transactions import service as transaction_service
-from tidelog.errors import ErrorCode
+from tidelog.errors import ErrorCode, KafkaError
 from tidelog.security.scram_credentials import CredentialCache
 
 if TYPE_CHECKING:
@@ -137,7 +137,8 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         table |= share_fetch.handlers(share_deps)
         table |= share_offsets.handlers(share_deps)
         table |= share_groups.handlers(share_groups.ShareGroupDeps(
-            topics, load_shares, partial(share_service.started, broker), authorizer
+            topics, load_shares, partial(share_service.started, broker),
+            partial(_is_other_group, broker), authorizer,
         ), table)
     else:
         from tidelog.broker.handlers import cluster, cluster_admin
@@ -149,6 +150,14 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         table |= cluster.handlers(deps)
         table |= cluster_admin.handlers(deps)
     return table
+
+
+def _is_other_group(broker: Broker, group_id: str) -> bool:
+    """A classic or consumer group holds this id (share groups live apart, docs/groups.md)."""
+    try:
+        return group_id in group_service.service(broker).shard_of(group_id).groups
+    except KafkaError:  # the group coordinator is not loaded here
+        return False
 
 
 def _coordinator_locator(broker: Broker, replication: Replication | None) -> CoordinatorLocator:

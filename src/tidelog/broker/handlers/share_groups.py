@@ -42,6 +42,8 @@ class ShareGroupDeps:
     topics: TopicRegistry
     shares: Callable[[], ShareService]  # starts the service on first use
     started: Callable[[], ShareService | None]  # the service if started (never starts it)
+    # True when the id names a classic or consumer group (a share group cannot take it).
+    other_group: Callable[[str], bool] = lambda _group_id: False
     authorizer: Authorizer | None = None
 
 
@@ -68,6 +70,11 @@ async def handle_share_group_heartbeat(
         return _response(ApiKey.SHARE_GROUP_HEARTBEAT, version,
                          error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, member_epoch=0,
                          heartbeat_interval=0)
+    if deps.other_group(request.group_id):  # Kafka: the id is taken by another group type
+        return _response(ApiKey.SHARE_GROUP_HEARTBEAT, version,
+                         error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                         error_message=f"Group {request.group_id} is not a share group.",
+                         member_epoch=0, heartbeat_interval=0)
     service = deps.shares()
     answer = service.heartbeat(ShareHeartbeatRequest(
         group_id=request.group_id,
