@@ -164,23 +164,25 @@ def _heartbeat(client: RawClient, group: str, member: str, topic: str) -> None:
 
 
 def _fetch(client: RawClient, group: str, member: str, epoch: int, topic_id: uuid.UUID,
-           acks: tuple[tuple[int, int, tuple[int, ...]], ...] = ()) -> Any:
+           acks: tuple[tuple[int, int, tuple[int, ...]], ...] = (),
+           max_wait_ms: int = 500) -> Any:
     module = request_module(ApiKey.SHARE_FETCH, 1)
     batches = tuple(module.AcknowledgementBatch(first_offset=f, last_offset=last,
                                                 acknowledge_types=types)
                     for f, last, types in acks)
     return client.call(ApiKey.SHARE_FETCH, 1, module.ShareFetchRequest(
         group_id=group, member_id=member, share_session_epoch=epoch,
-        max_wait=timedelta(milliseconds=500), min_bytes=1, max_records=100, batch_size=100,
+        max_wait=timedelta(milliseconds=max_wait_ms), min_bytes=1, max_records=100, batch_size=100,
         forgotten_topics_data=(),
         topics=(module.FetchTopic(topic_id=topic_id, partitions=(
             module.FetchPartition(partition_index=0, acknowledgement_batches=batches),)),)))
 
 
 def _acknowledge(client: RawClient, group: str, member: str, epoch: int,
-                 topic_id: uuid.UUID, acks: tuple[tuple[int, int, tuple[int, ...]], ...]) -> int:
-    module = request_module(ApiKey.SHARE_ACKNOWLEDGE, 1)
-    answer = client.call(ApiKey.SHARE_ACKNOWLEDGE, 1, module.ShareAcknowledgeRequest(
+                 topic_id: uuid.UUID, acks: tuple[tuple[int, int, tuple[int, ...]], ...],
+                 version: int = 1) -> int:
+    module = request_module(ApiKey.SHARE_ACKNOWLEDGE, version)
+    answer = client.call(ApiKey.SHARE_ACKNOWLEDGE, version, module.ShareAcknowledgeRequest(
         group_id=group, member_id=member, share_session_epoch=epoch,
         topics=(module.AcknowledgeTopic(topic_id=topic_id, partitions=(
             module.AcknowledgePartition(partition_index=0, acknowledgement_batches=tuple(
@@ -514,3 +516,56 @@ def test_random_share_requests_never_crash_the_broker(share_broker: BrokerProces
         versions = request_module(ApiKey.API_VERSIONS, 3)
         assert client.call(ApiKey.API_VERSIONS, 3, versions.ApiVersionsRequest(
             client_software_name="t", client_software_version="1")).error_code == 0
+
+
+def _acquired(response: Any) -> list[tuple[int, int, int]]:
+    """The acquired ranges of a one-partition ShareFetch answer (an incremental answer leaves
+    out a partition with nothing to say)."""
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for topic in response.responses for p in topic.partitions
+            for a in p.acquired_records]
+
+
+def test_renew_extends_a_lock(share_broker: BrokerProcess) -> None:
+    """ShareAcknowledge v2 RENEW (type 4, KIP-1222): records renewed well within their lock stay
+    with their member past two lock durations; unrenewed, they expire and go to another member
+    with delivery count 2. RENEW in v1 is INVALID_REQUEST."""
+    bootstrap = share_broker.bootstrap
+    create_topic(bootstrap, "t-renew", 1)
+    set_group_configs(bootstrap, "g-renew", share_auto_offset_reset="earliest",
+                      share_record_lock_duration_ms="2000")
+    produce(bootstrap, "t-renew", 5, 1)
+    def renew(client: RawClient, epoch: int, topic_id: uuid.UUID, version: int = 2) -> int:
+        return _acknowledge(client, "g-renew", "m1", epoch, topic_id, ((0, 4, (4,)),),
+                            version=version)
+
+    with RawClient(bootstrap) as client:
+        topic_id = _topic_id(client, "t-renew")
+        _heartbeat(client, "g-renew", "m1", "t-renew")
+        _heartbeat(client, "g-renew", "m2", "t-renew")
+        first = _fetch(client, "g-renew", "m1", 0, topic_id)
+        assert _acquired(first) == [(0, 4, 1)]
+        assert renew(client, 1, topic_id, version=1) == ErrorCode.INVALID_REQUEST
+        epoch = 2
+        started = time.monotonic()
+        empty = _fetch(client, "g-renew", "m2", 0, topic_id)
+        m2_epoch = 1
+        # 2.1 lock durations, renewed every 0.3 s (a stall up to 1.7 s stays harmless).
+        while time.monotonic() - started < 4.2:
+            assert renew(client, epoch, topic_id) == 0
+            epoch += 1
+            assert not _acquired(empty)
+            time.sleep(0.3)
+            empty = _fetch(client, "g-renew", "m2", m2_epoch, topic_id, max_wait_ms=0)
+            m2_epoch += 1
+        assert not _acquired(empty)
+        # No more renewals: the lock expires and m2 gets the records, delivered twice now.
+        deadline = time.monotonic() + 10
+        while True:
+            taken = _fetch(client, "g-renew", "m2", m2_epoch, topic_id)
+            m2_epoch += 1
+            acquired = _acquired(taken)
+            if acquired:
+                break
+            assert time.monotonic() < deadline
+        assert acquired == [(0, 4, 2)]
