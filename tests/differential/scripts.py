@@ -1682,8 +1682,14 @@ def _share_group(t: str) -> Session:
                  {"partition_index": 0, "start_offset": 0}]}]}),
         Step("delete-offsets-non-empty", DELETE_SHARE_GROUP_OFFSETS, 0,
              {"group_id": g, "topics": [{"topic_name": st}]}),
+        Step("describe-groups-classic-api", DESCRIBE_GROUPS, 5,
+             {"groups": [g], "include_authorized_operations": False}),
+        Step("list-groups-v5-share", LIST_GROUPS, 5, {"states_filter": [],
+                                                      "types_filter": ["share"]}),
+        Step("delete-groups-non-empty", DELETE_GROUPS, 2, {"groups_names": [g]}),
         Step("fetch-close-session", SHARE_FETCH, 1, fetch(4)),
         Step("heartbeat-leave", SHARE_GROUP_HEARTBEAT, 1, hb(-1, None)),
+        Step("delete-groups-empty", DELETE_GROUPS, 2, {"groups_names": [g]}),
     ]
     return Session("share_group", steps)
 
