@@ -169,9 +169,15 @@ async def _fetch_after_acks(
                                deps.node_id)
     session.epoch = epoch + 1 if epoch > 0 else 1
     for topic in request.topics:
+        topic_id = topic.topic_id or uuid.UUID(int=0)
+        info = deps.topics.by_id(topic_id)
         for partition in topic.partitions:
-            session.partitions[(topic.topic_id or uuid.UUID(int=0),
-                                partition.partition_index)] = None
+            index = partition.partition_index
+            if info is not None and 0 <= index < info.partitions:
+                session.partitions[(topic_id, index)] = None
+            else:  # answered with its error, never kept: a session holds real partitions only
+                answers.setdefault((topic_id, index), _Answer()).error = (
+                    ErrorCode.UNKNOWN_TOPIC_ID)
     for forgotten in request.forgotten_topics_data:
         for index in forgotten.partitions:
             session.partitions.pop((forgotten.topic_id or uuid.UUID(int=0), index), None)
