@@ -385,6 +385,38 @@ _ENTRIES: list[Known] = [
         ("transactions.fetch-v11-read-committed-aborted",
          "responses/txn-data/partitions/0/records/1", "<absent>", "{'base_offset': 1*"),
     ),
+    # ------------------------------------------------------------------ share groups
+    *_cause(
+        LEGIT,
+        "Share groups (KIP-932): Kafka bumps the group epoch twice when the first member joins "
+        "and computes the assignment asynchronously (the member gets it at a later heartbeat); "
+        "Tidelog bumps once and assigns in the joining heartbeat. Epochs are opaque to clients",
+        ("share_group.heartbeat-join", "member_epoch", "2", "1"),
+        ("share_group.heartbeat-join", "assignment/topic_partitions/<length>", "0", "1"),
+        ("share_group.heartbeat-join", "assignment/topic_partitions/0", "<absent>", "*"),
+        ("share_group.describe", "groups/g-share/group_epoch", "2", "1"),
+        ("share_group.describe", "groups/g-share/assignment_epoch", "2", "1"),
+        ("share_group.describe", "groups/g-share/members/0/member_epoch", "2", "1"),
+        ("share_group.describe", "groups/g-share/members/0/assignment/topic_partitions/<length>",
+         "0", "1"),
+        ("share_group.describe", "groups/g-share/members/0/assignment/topic_partitions/0",
+         "<absent>", "*"),
+    ),
+    *_cause(
+        LEGIT,
+        "ShareAcknowledge: Kafka fills current_leader only with NOT_LEADER_OR_FOLLOWER (0 "
+        "otherwise), Tidelog always names itself; clients read it on that error only",
+        ("share_group.acknowledge-*", "responses/0/partitions/0/current_leader/leader_id", "0",
+         "<self>"),
+    ),
+    *_cause(
+        LEGIT,
+        "DescribeShareGroupOffsets right after an acknowledgement: Kafka answers the start "
+        "offset its share coordinator has persisted, written asynchronously (still 0); Tidelog "
+        "writes before answering the acknowledgement, so the SPSO is already 4",
+        ("share_group.describe-offsets-v0", "groups/g-share/topics/share/partitions/0/"
+         "start_offset", "0", "4"),
+    ),
     # ------------------------------------------------------------------ DescribeCluster
     # ------------------------------------------------------------------ internal topics
     *_cause(

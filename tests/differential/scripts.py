@@ -30,6 +30,8 @@ DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 WRITE_TXN_MARKERS = 27
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
+SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
+DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 90, 91, 92
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -53,6 +55,11 @@ API_NAMES = {
     SASL_HANDSHAKE: "SaslHandshake", SASL_AUTHENTICATE: "SaslAuthenticate",
     DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
     ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
+    SHARE_GROUP_HEARTBEAT: "ShareGroupHeartbeat", SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
+    SHARE_FETCH: "ShareFetch", SHARE_ACKNOWLEDGE: "ShareAcknowledge",
+    DESCRIBE_SHARE_GROUP_OFFSETS: "DescribeShareGroupOffsets",
+    ALTER_SHARE_GROUP_OFFSETS: "AlterShareGroupOffsets",
+    DELETE_SHARE_GROUP_OFFSETS: "DeleteShareGroupOffsets",
 }
 T0 = 1_600_000_000_000  # 2020-09-13T12:26:40Z: every record timestamp is T0 + something
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
@@ -466,6 +473,7 @@ def sessions(token: str) -> list[Session]:
         _offsets(t),
         _classic_group(t),
         _consumer_group(t),
+        _share_group(t),
         _groups_admin(t),
         _configs(t),
         _init_producer_id(t),
@@ -1584,6 +1592,106 @@ def _consumer_group(t: str) -> Session:
              {"group_ids": [g], "include_authorized_operations": False}),
     ]
     return Session("consumer_group", steps)
+
+
+def _share_group(t: str) -> Session:
+    """Share groups (KIP-932): heartbeats, describe, ShareFetch / ShareAcknowledge with their
+    session and record-state errors, and the share-group offsets APIs."""
+    st, g = f"{t}share", f"{t}g-share"
+    member = "c2hhcmVtZW1iZXIwMDAwMQ"
+    steps = [
+        *setup_topic(st),
+        setup_produce(st, 0, batch(records(4))),
+        Step("setup-id", METADATA, 12, md(12, [st]), compare=False,
+             capture=capture_topic_id("share")),
+        *setup_coordinator(g),
+        Step("setup-earliest", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter_body(32, g, [("share.auto.offset.reset", 0, "earliest")]), compare=False,
+             until=lambda r: _error_of(r, "responses", 0, "error_code") == OK),
+    ]
+
+    def hb(epoch: int, topics: Sequence[str] | None, who: str = member,
+           group: str = g) -> dict[str, Any]:
+        return {"group_id": group, "member_id": who, "member_epoch": epoch, "rack_id": None,
+                "subscribed_topic_names": None if topics is None else list(topics)}
+
+    def fetch(epoch: int, acks: Sequence[tuple[int, int, int]] = (),
+              who: str = member) -> Callable[[Ctx], dict[str, Any]]:
+        def body(ctx: Ctx) -> dict[str, Any]:
+            return {
+                "group_id": g, "member_id": who, "share_session_epoch": epoch,
+                "max_wait": 500, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 100,
+                "batch_size": 100, "forgotten_topics_data": [],
+                "topics": [{"topic_id": ctx["share"], "partitions": [{
+                    "partition_index": 0,
+                    "acknowledgement_batches": [
+                        {"first_offset": a, "last_offset": b, "acknowledge_types": [k]}
+                        for a, b, k in acks],
+                }]}],
+            }
+        return body
+
+    def ack(epoch: int, acks: Sequence[tuple[int, int, int]]) -> Callable[[Ctx], dict[str, Any]]:
+        def body(ctx: Ctx) -> dict[str, Any]:
+            return {
+                "group_id": g, "member_id": member, "share_session_epoch": epoch,
+                "topics": [{"topic_id": ctx["share"], "partitions": [{
+                    "partition_index": 0,
+                    "acknowledgement_batches": [
+                        {"first_offset": a, "last_offset": b, "acknowledge_types": [k]}
+                        for a, b, k in acks],
+                }]}],
+            }
+        return body
+
+    def acquired(response: Any) -> bool:
+        try:
+            return bool(response["responses"][0]["partitions"][0]["acquired_records"])
+        except (KeyError, IndexError, TypeError):
+            return False
+
+    def offsets(group: str) -> dict[str, Any]:
+        return {"groups": [{"group_id": group, "topics": [
+            {"topic_name": st, "partitions": [0]}]}]}
+
+    steps += [
+        Step("heartbeat-join", SHARE_GROUP_HEARTBEAT, 1, hb(0, [st])),
+        Step("heartbeat-empty-member-id", SHARE_GROUP_HEARTBEAT, 1, hb(0, [st], who="")),
+        Step("heartbeat-join-no-subscription", SHARE_GROUP_HEARTBEAT, 1,
+             hb(0, None, who="c2hhcmVtZW1iZXIwMDAwMg")),
+        Step("heartbeat-fenced-epoch", SHARE_GROUP_HEARTBEAT, 1, hb(99, None)),
+        Step("heartbeat-unknown-member", SHARE_GROUP_HEARTBEAT, 1,
+             hb(3, None, who="c2hhcmVtZW1iZXIwMDAwMw")),
+        Step("describe", SHARE_GROUP_DESCRIBE, 1,
+             {"group_ids": [g], "include_authorized_operations": False}),
+        Step("describe-unknown", SHARE_GROUP_DESCRIBE, 1,
+             {"group_ids": [f"{t}g-share-nothere"], "include_authorized_operations": False}),
+        Step("setup-acquire", SHARE_FETCH, 1, fetch(0), compare=False, until=acquired),
+        Step("fetch-wrong-session-epoch", SHARE_FETCH, 1, fetch(7)),
+        Step("fetch-unknown-session", SHARE_FETCH, 1, fetch(1, who="c2hhcmVtZW1iZXIwMDAwNA")),
+        Step("fetch-acks-on-initial-epoch", SHARE_FETCH, 1, fetch(0, [(0, 0, 1)])),
+        Step("acknowledge-epoch-0", SHARE_ACKNOWLEDGE, 1, ack(0, [(0, 0, 1)])),
+        Step("acknowledge-never-acquired", SHARE_ACKNOWLEDGE, 1, ack(1, [(50, 60, 1)])),
+        Step("acknowledge-accept", SHARE_ACKNOWLEDGE, 1, ack(2, [(0, 3, 1)])),
+        Step("acknowledge-again", SHARE_ACKNOWLEDGE, 1, ack(3, [(0, 3, 1)])),
+        Step("describe-offsets-v0", DESCRIBE_SHARE_GROUP_OFFSETS, 0, offsets(g)),
+        Step("describe-offsets-v1-unknown-group", DESCRIBE_SHARE_GROUP_OFFSETS, 1,
+             offsets(f"{t}g-share-nothere")),
+        Step("alter-offsets-non-empty", ALTER_SHARE_GROUP_OFFSETS, 0,
+             {"group_id": g, "topics": [{"topic_name": st, "partitions": [
+                 {"partition_index": 0, "start_offset": 0}]}]}),
+        Step("delete-offsets-non-empty", DELETE_SHARE_GROUP_OFFSETS, 0,
+             {"group_id": g, "topics": [{"topic_name": st}]}),
+        Step("describe-groups-classic-api", DESCRIBE_GROUPS, 5,
+             {"groups": [g], "include_authorized_operations": False}),
+        Step("list-groups-v5-share", LIST_GROUPS, 5, {"states_filter": [],
+                                                      "types_filter": ["share"]}),
+        Step("delete-groups-non-empty", DELETE_GROUPS, 2, {"groups_names": [g]}),
+        Step("fetch-close-session", SHARE_FETCH, 1, fetch(4)),
+        Step("heartbeat-leave", SHARE_GROUP_HEARTBEAT, 1, hb(-1, None)),
+        Step("delete-groups-empty", DELETE_GROUPS, 2, {"groups_names": [g]}),
+    ]
+    return Session("share_group", steps)
 
 
 def _configs(t: str) -> Session:

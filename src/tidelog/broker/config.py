@@ -70,6 +70,17 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
     # transactions.remove.expired.transaction.cleanup.interval.ms
     transactions_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    # Share groups (KIP-932; Kafka's names and defaults).
+    group_share_record_lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
+    group_share_min_record_lock_duration_ms: int = 15_000
+    group_share_max_record_lock_duration_ms: int = 60_000
+    group_share_delivery_count_limit: int = 5  # group.share.delivery.count.limit
+    group_share_partition_max_record_locks: int = 2000  # group.share.partition.max.record.locks
+    group_share_heartbeat_interval_ms: int = 5000  # group.share.heartbeat.interval.ms
+    group_share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    # KIP-1191 dead-letter topics of share groups.
+    errors_deadletterqueue_topic_name_prefix: str = "dlq."
+    errors_deadletterqueue_auto_create_topics_enable: bool = False
     log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (flush.ms, cleaner)
     log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
     log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
@@ -147,6 +158,25 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "authorizer.class.name": ("authorizer_class_name", _parse_str),
     "super.users": ("super_users", _parse_super_users),
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _parse_bool),
+    "group.share.record.lock.duration.ms": ("group_share_record_lock_duration_ms", _parse_int),
+    "group.share.min.record.lock.duration.ms": (
+        "group_share_min_record_lock_duration_ms", _parse_int
+    ),
+    "group.share.max.record.lock.duration.ms": (
+        "group_share_max_record_lock_duration_ms", _parse_int
+    ),
+    "group.share.delivery.count.limit": ("group_share_delivery_count_limit", _parse_int),
+    "group.share.partition.max.record.locks": (
+        "group_share_partition_max_record_locks", _parse_int
+    ),
+    "group.share.heartbeat.interval.ms": ("group_share_heartbeat_interval_ms", _parse_int),
+    "group.share.session.timeout.ms": ("group_share_session_timeout_ms", _parse_int),
+    "errors.deadletterqueue.topic.name.prefix": (
+        "errors_deadletterqueue_topic_name_prefix", _parse_str
+    ),
+    "errors.deadletterqueue.auto.create.topics.enable": (
+        "errors_deadletterqueue_auto_create_topics_enable", _parse_bool
+    ),
     "transaction.state.log.num.partitions": (
         "transaction_state_log_num_partitions", _parse_int
     ),

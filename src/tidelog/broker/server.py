@@ -35,12 +35,16 @@ from tidelog.broker.handlers import (
     producer,
     sasl,
     scram_users,
+    share_fetch,
+    share_groups,
+    share_offsets,
     transactions,
     transactions_admin,
 )
 from tidelog.broker.handlers.admin_common import AdminDeps
 from tidelog.broker.handlers.context import Handler, HandlerTable, RequestContext
 from tidelog.broker.handlers.groups_common import CoordinatorLocator, GroupDeps
+from tidelog.broker.handlers.share_common import ShareDeps
 from tidelog.broker.internal_topics import TRANSACTION_STATE_TOPIC
 from tidelog.broker.listener_config import ListenerSpec
 from tidelog.broker.metrics.http import MetricsAddressError, start_metrics
@@ -49,10 +53,11 @@ from tidelog.broker.net.listener import Listener
 from tidelog.broker.net.router import Router
 from tidelog.broker.net.tls import KeyStoreWatch, key_store_watch, listener_security
 from tidelog.broker.services import PartitionReplication, SingleNodeReplication
+from tidelog.broker.share import service as share_service
 from tidelog.broker.state import Broker
 from tidelog.broker.timers import service as timer_service
 from tidelog.broker.transactions import service as transaction_service
-from tidelog.errors import ErrorCode
+from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.records.batch import RecordBatch
 from tidelog.security.scram_credentials import CredentialCache
@@ -138,6 +143,18 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         # Single node: users in the data directory. A cluster keeps them per broker today,
         # so it does not serve the SCRAM admin APIs (docs/security.md).
         table |= scram_users.handlers(scram_users.ScramUsersDeps(config.data_dir, authorizer))
+        # Share groups (KIP-932): single node only for now (docs/groups.md).
+        load_shares = partial(share_service.service, broker)
+        share_deps = ShareDeps(
+            topics, partition_replication, broker.append_waiters, broker.lifecycle,
+            load_shares, config.node_id, authorizer,
+        )
+        table |= share_fetch.handlers(share_deps)
+        table |= share_offsets.handlers(share_deps)
+        table |= share_groups.handlers(share_groups.ShareGroupDeps(
+            topics, load_shares, partial(share_service.started, broker),
+            partial(_is_other_group, broker), authorizer,
+        ), table)
     else:
         from tidelog.broker.handlers import cluster, cluster_admin
         from tidelog.broker.handlers.cluster_common import ClusterDeps
@@ -186,12 +203,22 @@ def _transaction_locator(
         )
 
     return locate
+
+
 def _divert(
     broker: Broker, partition_log: PartitionLog, tp: TopicPartition,
     batches: list[RecordBatch], now_ms: int,
 ) -> timer_service.Diverted:
     """Delayed delivery's produce hook; the timer service starts on the first use."""
     return timer_service.service(broker).divert(partition_log, tp, batches, now_ms)
+
+
+def _is_other_group(broker: Broker, group_id: str) -> bool:
+    """A classic or consumer group holds this id (share groups live apart, docs/groups.md)."""
+    try:
+        return group_id in group_service.service(broker).shard_of(group_id).groups
+    except KafkaError:  # the group coordinator is not loaded here
+        return False
 
 
 def _coordinator_locator(broker: Broker, replication: Replication | None) -> CoordinatorLocator:

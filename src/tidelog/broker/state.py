@@ -71,6 +71,7 @@ class Broker:
         self.groups: PartitionRoleListener | None = None
         self.transactions: object | None = None  # TransactionService, once started
         self.timers: object | None = None  # timers.service.TimerService, once started
+        self.share_service: object | None = None  # ShareService, once started
 
     @property
     def cluster_id(self) -> str:
@@ -133,4 +134,7 @@ class Broker:
         close_timers = getattr(self.timers, "close", None)
         if close_timers is not None:
             close_timers()
+        close_shares = getattr(self.share_service, "close", None)
+        if close_shares is not None:
+            close_shares()
         self.logs.close(clean=True)

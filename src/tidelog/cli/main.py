@@ -16,6 +16,7 @@ from tidelog.cli.dump_log import dump_log_command
 from tidelog.cli.groups import groups
 from tidelog.cli.produce import produce_command
 from tidelog.cli.serve import serve
+from tidelog.cli.share_groups import describe_share, list_share, reset_share_offsets
 from tidelog.cli.timers import timers
 from tidelog.cli.topics import topics
 from tidelog.cli.transactions import transactions
@@ -45,6 +46,9 @@ main.add_command(users_group)
 main.add_command(certs_command)
 main.add_command(timers)
 
+groups.add_command(list_share)
+groups.add_command(describe_share)
+groups.add_command(reset_share_offsets)
 
 if __name__ == "__main__":
     main()

@@ -78,6 +78,13 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         66: (0, 1),  # ListTransactions (v2's transactional_id_pattern not served; single node)
         68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
         69: (0, 1),  # ConsumerGroupDescribe
+        76: (1, 1),  # ShareGroupHeartbeat (KIP-932; v0 was Kafka 4.0's early access)
+        77: (1, 1),  # ShareGroupDescribe
+        78: (1, 2),  # ShareFetch (v2: renew acknowledgements, KIP-1222)
+        79: (1, 2),  # ShareAcknowledge
+        90: (0, 1),  # DescribeShareGroupOffsets (v1: lag, KIP-1226)
+        91: (0, 0),  # AlterShareGroupOffsets
+        92: (0, 0),  # DeleteShareGroupOffsets
     }
 )
 
@@ -127,6 +134,13 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         66: "ListTransactions",
         68: "ConsumerGroupHeartbeat",
         69: "ConsumerGroupDescribe",
+        76: "ShareGroupHeartbeat",
+        77: "ShareGroupDescribe",
+        78: "ShareFetch",
+        79: "ShareAcknowledge",
+        90: "DescribeShareGroupOffsets",
+        91: "AlterShareGroupOffsets",
+        92: "DeleteShareGroupOffsets",
     }
 )
 

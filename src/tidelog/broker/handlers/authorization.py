@@ -66,6 +66,30 @@ REQUIRED: dict[ApiKey, tuple[Requirement, ...]] = {
         Requirement(Op.DESCRIBE, Type.TOPIC),
     ),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (Requirement(Op.DESCRIBE, Type.GROUP),),
+    # Share groups (KIP-932): READ on the group; READ on each topic fetched, DESCRIBE on
+    # each topic subscribed.
+    ApiKey.SHARE_GROUP_HEARTBEAT: (
+        Requirement(Op.READ, Type.GROUP),
+        Requirement(Op.DESCRIBE, Type.TOPIC),
+    ),
+    ApiKey.SHARE_GROUP_DESCRIBE: (Requirement(Op.DESCRIBE, Type.GROUP),),
+    ApiKey.SHARE_FETCH: (Requirement(Op.READ, Type.GROUP), Requirement(Op.READ, Type.TOPIC)),
+    ApiKey.SHARE_ACKNOWLEDGE: (
+        Requirement(Op.READ, Type.GROUP),
+        Requirement(Op.READ, Type.TOPIC),
+    ),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (
+        Requirement(Op.DESCRIBE, Type.GROUP),
+        Requirement(Op.DESCRIBE, Type.TOPIC),
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (
+        Requirement(Op.READ, Type.GROUP),
+        Requirement(Op.READ, Type.TOPIC),
+    ),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (
+        Requirement(Op.DELETE, Type.GROUP),
+        Requirement(Op.READ, Type.TOPIC),
+    ),
     ApiKey.DESCRIBE_GROUPS: (Requirement(Op.DESCRIBE, Type.GROUP),),
     # Groups the caller may not DESCRIBE are left out.
     ApiKey.LIST_GROUPS: (Requirement(Op.DESCRIBE, Type.GROUP),),

@@ -1,0 +1,23 @@
+"""What the share handler modules (share_fetch.py, share_offsets.py) get: their dependencies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tidelog.broker.delayed import AppendWaiters
+from tidelog.broker.services import Lifecycle, PartitionReplication
+from tidelog.broker.share.service import ShareService
+from tidelog.broker.topic_registry import TopicRegistry
+from tidelog.security.authorizer import Authorizer
+
+
+@dataclass(frozen=True, slots=True)
+class ShareDeps:
+    topics: TopicRegistry
+    replication: PartitionReplication
+    append_waiters: AppendWaiters
+    lifecycle: Lifecycle
+    shares: Callable[[], ShareService]  # started on first use
+    node_id: int
+    authorizer: Authorizer | None = None
