@@ -252,6 +252,7 @@ class ClientQuotas:
         return ("", client_id)
 
     def _limit(self, key: str, user: str, client_id: str) -> float | None:
+        levels: tuple[QuotaEntity, ...]
         if user and client_id:
             levels = (
                 QuotaEntity.of(user=user, client_id=client_id),
