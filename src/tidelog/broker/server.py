@@ -27,6 +27,7 @@ from tidelog.broker.handlers import (
     acls,
     admin,
     api_versions,
+    client_quotas,
     fetch,
     groups,
     list_offsets,
@@ -92,6 +93,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             verify_transaction=(
                 transactions.verifier(load_transactions) if replication is None else None
             ),
+            quotas=broker.quotas,
         )
     )
     table |= fetch.handlers(
@@ -102,6 +104,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             broker.metrics,
             broker.lifecycle,
             authorizer,
+            broker.quotas,
         )
     )
     table |= list_offsets.handlers(
@@ -113,6 +116,9 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     table |= sasl.handlers()
     table |= admin.handlers(AdminDeps(config, broker.identity, topics, authorizer))
     table |= acls.handlers(acls.AclDeps(authorizer, broker.acl_store))
+    table |= client_quotas.handlers(
+        client_quotas.ClientQuotaDeps(authorizer, broker.quota_store, broker.quotas)
+    )
     locator = _coordinator_locator(broker, replication)
     table |= groups.handlers(GroupDeps(topics, load_groups, locator, authorizer))
     if replication is None:

@@ -19,6 +19,8 @@ from tidelog.broker.config import BrokerConfig
 from tidelog.broker.delayed import AppendWaiters
 from tidelog.broker.metadata import TopicInfo, TopicStore, load_or_create_cluster_id
 from tidelog.broker.producer_ids import ProducerIdAllocator
+from tidelog.broker.quotas.manager import QuotaManager
+from tidelog.broker.quotas.store import FileQuotaStore, QuotaStore
 from tidelog.broker.services import (
     NULL_METRICS,
     ClusterIdentity,
@@ -29,6 +31,7 @@ from tidelog.broker.services import (
 )
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.security.authorizer import Authorizer
+from tidelog.security.quota_rate import QuotaWindow
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.manager import LogManager
 
@@ -62,6 +65,13 @@ class Broker:
             self.authorizer = Authorizer(
                 config.super_users, config.allow_everyone_if_no_acl_found, self.acl_store.load()
             )
+        # Client quotas (Describe/AlterClientQuotas), applied to Produce and Fetch.
+        self.quota_store: QuotaStore = FileQuotaStore(config.data_dir)
+        self.quotas = QuotaManager(
+            self.quota_store.load(),
+            QuotaWindow(config.quota_window_num, config.quota_window_size_seconds * 1000),
+            clock.monotonic_ms,
+        )
         self.append_waiters = AppendWaiters()
         self.lifecycle = Lifecycle()
         self.metrics: Metrics = NULL_METRICS
@@ -121,6 +131,7 @@ class Broker:
     def tick(self) -> None:
         """Periodic storage work (retention, flush.ms, checkpoints); cheap when nothing is due."""
         self.logs.tick(clock.now_ms())
+        self.quotas.expire()
 
     def close(self) -> None:
         """Flush everything and write the clean-shutdown marker."""

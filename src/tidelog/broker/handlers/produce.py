@@ -29,7 +29,9 @@ from tidelog.broker import clock
 from tidelog.broker.delayed import AppendWaiters
 from tidelog.broker.handlers.authorization import Op, Type, allowed, allowed_names
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.quota_throttle import produce_throttle_ms
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
+from tidelog.broker.quotas.manager import QuotaManager
 from tidelog.broker.services import Metrics, PartitionReplication
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import CorruptRecordError, ErrorCode, InvalidRecordError, KafkaError
@@ -67,6 +69,7 @@ class ProduceDeps:
     # Transactional writes: may (transactional id, producer id, epoch) write this partition
     # (KIP-890 part 1)? None: no transaction coordinator, transactional produce is refused.
     verify_transaction: Callable[[str, int, int, tuple[str, int]], ErrorCode] | None = None
+    quotas: QuotaManager | None = None  # client quotas (producer_byte_rate); None: none
 
 
 def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
@@ -244,6 +247,7 @@ async def handle_produce(
         topic_responses.append((topic.name, partition_responses))
 
     if request.acks == 0:
+        produce_throttle_ms(deps.quotas, context)  # no answer: the mute alone slows it
         return None
     if durable_waits:
         outcomes = await asyncio.gather(
@@ -283,7 +287,7 @@ async def handle_produce(
             )
             for name, partition_fields in topic_responses
         ),
-        throttle_time=0,
+        throttle_time=produce_throttle_ms(deps.quotas, context),
     )
 
 
