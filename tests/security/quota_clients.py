@@ -78,7 +78,8 @@ class Flow:
 
     def on_stats(self, text: str) -> None:
         for broker in json.loads(text)["brokers"].values():
-            self.throttle_ms_max = max(self.throttle_ms_max, broker.get("throttle", {}).get("max", 0))
+            throttle_ms = broker.get("throttle", {}).get("max", 0)
+            self.throttle_ms_max = max(self.throttle_ms_max, throttle_ms)
 
     def rate(self, start: float, end: float) -> float:
         """Bytes/s between the two times."""

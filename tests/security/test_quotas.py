@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import kafka_peer
 import pytest
+
+import kafka_peer
 
 from .conftest import USERS, StartSecure
 from .quota_clients import alter, consume_for, describe, fill, produce_for
@@ -86,7 +87,7 @@ def test_consumer_is_held_to_its_consumer_byte_rate(quota_broker: BrokerProcess)
     assert 0.8 * QUOTA <= rate <= 1.2 * QUOTA, f"{rate / 1024:.0f} KB/s"
     assert flow.throttle_ms_max > 0
 
-    free, free_start = consume_for(bootstrap, "quota-fetch", "free-consumer", 3.0, limit=3000)
+    free, _ = consume_for(bootstrap, "quota-fetch", "free-consumer", 3.0, limit=3000)
     assert len(free.events) == 3000
     assert free.throttle_ms_max == 0
 
@@ -125,7 +126,8 @@ def test_bad_requests_get_kafkas_errors(quota_broker: BrokerProcess) -> None:
         ((("user", "a"), ("ip", "10.0.0.1")), rate),
         ((("user", "b"), ("client-id", "c")), [("foo", 1.0, False)]),
         ((("client-id", None),), [("producer_byte_rate", -1.0, False)]),
-        ((("user", "b"),), [("producer_byte_rate", 1.0, False), ("producer_byte_rate", 2.0, False)]),
+        ((("user", "b"),),
+         [("producer_byte_rate", 1.0, False), ("producer_byte_rate", 2.0, False)]),
         ((("user", "valid"),), rate),
     ], validate_only=True)
     assert [(code, message) for code, message, _ in answers] == [

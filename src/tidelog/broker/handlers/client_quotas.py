@@ -28,6 +28,7 @@ from tidelog.security.authorizer import Authorizer
 from tidelog.security.quota_entity import (
     DescribeComponent,
     QuotaAlteration,
+    QuotaEntity,
     QuotaRequestError,
     QuotaUnsupportedError,
 )
@@ -127,6 +128,12 @@ async def handle_alter_client_quotas(
         )
         if not request.validate_only:
             deps.manager.replace(stored)
+    # Kafka names a refused entity's parts as sent, an accepted one's in its map's order
+    # (client-id before user: the sorted order here).
+    as_sent = {
+        QuotaEntity(tuple(sorted(dict(a.entity).items(), key=lambda part: part[0]))): a.entity
+        for a in alterations
+    }
     for entity, outcome in results.items():
         if outcome is None and not request.validate_only:
             log.info("client quotas of %s altered by %s", entity, context.principal)
@@ -135,7 +142,7 @@ async def handle_alter_client_quotas(
             module.EntryData,
             error_code=ErrorCode.NONE if outcome is None else ErrorCode.INVALID_REQUEST,
             error_message=outcome,
-            entity=entity_data(entity.parts),
+            entity=entity_data(entity.parts if outcome is None else as_sent[entity]),
         )
         for entity, outcome in results.items()
     ))
