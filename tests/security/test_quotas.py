@@ -92,6 +92,20 @@ def test_consumer_is_held_to_its_consumer_byte_rate(quota_broker: BrokerProcess)
     assert free.throttle_ms_max == 0
 
 
+def test_request_percentage_throttles_a_busy_client(quota_broker: BrokerProcess) -> None:
+    """0.5% of a handler second per second: a producer sending as fast as it can spends more
+    than that and is throttled (Kafka's request quota), while its byte rate is unlimited."""
+    bootstrap = quota_broker.bootstrap
+    alter(bootstrap, [((("client-id", "busy"),), [("request_percentage", 0.5, False)])])
+    flow, _ = produce_for(bootstrap, "quota-request", "busy", 2.0, **{"linger.ms": 0})
+    assert flow.throttle_ms_max > 0
+    text = metrics_text(quota_broker)
+    throttled = re.search(
+        r'tidelog_quota_throttled_responses_total\{client_id="busy",type="Request",'
+        r'user=""\} (\S+)', text)
+    assert throttled and float(throttled[1]) > 0, text[-2000:]
+
+
 def test_kafka_configs_alters_and_describes_quotas(quota_broker: BrokerProcess) -> None:
     bootstrap = quota_broker.bootstrap
 

@@ -42,6 +42,7 @@ from tidelog.broker.handlers import (
 from tidelog.broker.handlers.admin_common import AdminDeps
 from tidelog.broker.handlers.context import HandlerTable
 from tidelog.broker.handlers.groups_common import CoordinatorLocator, GroupDeps
+from tidelog.broker.handlers.quota_throttle import with_request_quota
 from tidelog.broker.internal_topics import TRANSACTION_STATE_TOPIC
 from tidelog.broker.listener_config import ListenerSpec
 from tidelog.broker.metrics.http import MetricsAddressError, start_metrics
@@ -138,6 +139,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         )
         table |= cluster.handlers(deps)
         table |= cluster_admin.handlers(deps)
+    with_request_quota(table, broker.quotas)  # request_percentage around every handler
     return table
 
 
