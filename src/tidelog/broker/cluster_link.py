@@ -70,7 +70,10 @@ async def join_cluster(
     agent = ClusterAgent(
         settings, registration, asyncio.get_running_loop(), replication.on_view, broker.cluster_id,
         on_acls=None if authorizer is None else authorizer.replace_acls,
+        on_quotas=broker.quotas.replace,
     )
+    # Client quotas likewise: ZooKeeper's /config/users and /config/clients, not the data dir.
+    broker.quota_store = agent.quota_store
     # The cluster's ACLs are ZooKeeper's (Kafka's ZK-mode AclAuthorizer), never acls.json:
     # nothing but super users until they are loaded (agent.start, before ready).
     broker.acl_store = agent.acl_store
