@@ -10,19 +10,28 @@ whole window's budget at once, as in Kafka: with 11 windows that is 10 s of quot
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import kafka_peer
 
 from .conftest import USERS, StartSecure
-from .quota_clients import alter, consume_for, describe, fill, produce_for
+from .quota_clients import (
+    ALTER_CLIENT_QUOTAS,
+    DESCRIBE_CLIENT_QUOTAS,
+    alter,
+    consume_for,
+    describe,
+    fill,
+    produce_for,
+)
 
 if TYPE_CHECKING:
     from conftest import BrokerFactory, BrokerProcess
@@ -165,6 +174,37 @@ def test_bad_requests_get_kafkas_errors(quota_broker: BrokerProcess) -> None:
         "INVALID_REQUEST", "Entity type user cannot appear more than once in the filter.")
     # v0 (not flexible) is served too
     assert describe(bootstrap, [("client-id", 0, "slow-producer")], version=0)[0] == ""
+
+
+def test_random_quota_requests_are_answered(quota_broker: BrokerProcess) -> None:
+    """Hypothesis-drawn DescribeClientQuotas and AlterClientQuotas bodies (v0 and v1; NaN,
+    infinities, odd names, unknown types): each is answered on the same connection, the
+    broker logs no traceback (checked at teardown) and stores nothing (validate_only)."""
+    from broker.raw import RawClient
+    from tidelog.protocol.codec import request_schema
+
+    with RawClient(quota_broker.bootstrap) as client:
+        for api_key in (DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS):
+            for version in (0, 1):
+                _exchange_drawn(client, api_key, version, request_schema(api_key, version))
+    before = describe(quota_broker.bootstrap)
+    assert before[0] == ""
+    assert not any(value != value for values in before[2].values() for value in values.values())
+
+
+def _exchange_drawn(client: Any, api_key: int, version: int, schema: type) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=40, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.from_type(schema))
+    def exchange(body: Any) -> None:
+        if api_key == ALTER_CLIENT_QUOTAS:
+            body = dataclasses.replace(body, validate_only=True)
+        assert client.call(api_key, version, body) is not None
+
+    exchange()
 
 
 def test_a_user_quota_applies_to_the_sasl_principal_before_its_client_id_quota(
