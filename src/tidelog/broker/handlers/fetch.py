@@ -252,14 +252,18 @@ async def handle_fetch(deps: FetchDeps, context: RequestContext, request: Any) -
             await deps.append_waiters.wait(partitions, remaining_ms)
         finally:
             deps.metrics.record_fetch_parked(-1)
-    if replica_id < 0 and deps.quotas is not None:
-        throttle_ms = fetch_throttle_ms(deps.quotas, context, total)
-        if throttle_ms > 0:
-            # KIP-219: over quota, the answer is empty and carries the throttle time
-            _close(topics)
-            return encode_fetch_response(context.header, [], throttle_time_ms=throttle_ms)
+    if replica_id >= 0 or deps.quotas is None:
+        deps.metrics.record_fetch_response(wanted, topics)
+        return encode_fetch_response(context.header, topics)
+    response = encode_fetch_response(context.header, topics)
+    # consumer_byte_rate counts the whole response, as Kafka's (getResponseSize)
+    throttle_ms = fetch_throttle_ms(deps.quotas, context, response.size)
+    if throttle_ms > 0:
+        # KIP-219: over quota, the answer is empty and carries the throttle time
+        _close(topics)
+        return encode_fetch_response(context.header, [], throttle_time_ms=throttle_ms)
     deps.metrics.record_fetch_response(wanted, topics)
-    return encode_fetch_response(context.header, topics)
+    return response
 
 
 def handlers(deps: FetchDeps) -> HandlerTable:
