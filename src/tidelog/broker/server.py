@@ -54,7 +54,6 @@ from tidelog.broker.services import PartitionReplication, SingleNodeReplication
 from tidelog.broker.state import Broker
 from tidelog.broker.transactions import service as transaction_service
 from tidelog.errors import ErrorCode
-from tidelog.security.scram_credentials import CredentialCache
 
 if TYPE_CHECKING:
     from tidelog.broker.replication.cluster_agent import ClusterSettings
@@ -127,8 +126,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         table |= transactions_admin.handlers(
             transactions_admin.TransactionAdminDeps(topics, load_transactions, authorizer)
         )
-        # Single node: users in the data directory. A cluster keeps them per broker today,
-        # so it does not serve the SCRAM admin APIs (docs/security.md).
+        # Single node: users in the data directory (a cluster: in ZooKeeper, below).
         table |= scram_users.handlers(scram_users.ScramUsersDeps(config.data_dir, authorizer))
     else:
         from tidelog.broker.handlers import cluster, cluster_admin
@@ -139,6 +137,11 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         )
         table |= cluster.handlers(deps)
         table |= cluster_admin.handlers(deps)
+        if broker.user_store is not None:  # SCRAM users in ZooKeeper, as Kafka's ZK mode
+            table |= scram_users.handlers(scram_users.ScramUsersDeps(
+                config.data_dir, authorizer, store=broker.user_store,
+                on_change=broker.credentials.replace,
+            ))
     with_request_quota(table, broker.quotas)  # request_percentage around every handler
     return table
 
@@ -185,7 +188,7 @@ class BrokerServer:
         """One Listener per `listeners` entry, bound (not yet accepting); the config then
         carries the real ports (port 0 picks one)."""
         config = self.broker.config
-        credentials = CredentialCache(config.data_dir)
+        credentials = self.broker.credentials
         bound: list[ListenerSpec] = []
         addresses: list[tuple[str, int]] = []
         for spec in config.listeners:

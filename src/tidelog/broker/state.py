@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 from tidelog.broker import clock
 from tidelog.broker.acl_store import AclStore, FileAclStore
@@ -32,6 +33,7 @@ from tidelog.broker.services import (
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.security.authorizer import Authorizer
 from tidelog.security.quota_rate import QuotaWindow
+from tidelog.security.scram_credentials import CredentialCache
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.manager import LogManager
 
@@ -72,6 +74,10 @@ class Broker:
             QuotaWindow(config.quota_window_num, config.quota_window_size_seconds * 1000),
             clock.monotonic_ms,
         )
+        # SCRAM users as SASL sees them: the data directory's file on a single node; in a
+        # cluster, ZooKeeper's /config/users (`user_store`, a cluster/zk_scram.ZkScramStore).
+        self.credentials = CredentialCache(config.data_dir)
+        self.user_store: Any = None
         self.append_waiters = AppendWaiters()
         self.lifecycle = Lifecycle()
         self.metrics: Metrics = NULL_METRICS

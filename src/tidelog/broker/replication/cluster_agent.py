@@ -43,10 +43,12 @@ from tidelog.cluster.zk_admin import (
 )
 from tidelog.cluster.zk_layout import BrokerRegistration, TopicAssignment, ZkLayoutError
 from tidelog.cluster.zk_quotas import CHANGES_PATH, ZkQuotaError, ZkQuotaStore
+from tidelog.cluster.zk_scram import ZkScramError, ZkScramStore
 from tidelog.cluster.zk_store import VersionedState
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.security.acl import AclBinding
 from tidelog.security.quota_entity import ClientQuotas
+from tidelog.security.scram_credentials import Users
 from tidelog.types import TopicPartition
 
 log = logging.getLogger("tidelog.broker.cluster")
@@ -118,6 +120,7 @@ class ClusterAgent:
         proposed_cluster_id: str = "",
         on_acls: Callable[[frozenset[AclBinding]], None] | None = None,
         on_quotas: Callable[[ClientQuotas], None] | None = None,
+        on_users: Callable[[Users], None] | None = None,
     ) -> None:
         self.settings = settings
         self.broker_id = registration.broker_id
@@ -150,6 +153,9 @@ class ClusterAgent:
         self.quota_store = ZkQuotaStore(self._client)
         self._on_quotas = on_quotas
         self._quotas_dirty = threading.Event()
+        # SCRAM users (the same notices): reloaded whole, handed to the credential cache.
+        self.scram_store = ZkScramStore(self._client)
+        self._on_users = on_users
 
     # ------------------------------------------------------------ lifecycle (blocking)
 
@@ -185,10 +191,10 @@ class ClusterAgent:
             for path in CHANGE_PATHS:
                 self._client.ChildrenWatch(path, self._acl_notices)
             self._client.add_listener(self._acl_session_state)
-        if self._on_quotas is not None:
+        if self._on_quotas is not None or self._on_users is not None:
             # Loaded before the broker says ready, like the ACLs.
             self.quota_store.ensure_paths()
-            self._loop.call_soon_threadsafe(self._on_quotas, self.quota_store.load())
+            self._refresh_quotas()
             self._client.ChildrenWatch(CHANGES_PATH, self._quota_notices)
             self._client.add_listener(self._quota_session_state)
         self._mark_dirty()
@@ -271,7 +277,7 @@ class ClusterAgent:
                 self._mark_dirty()
                 if self._on_acls is not None:
                     self._acls_dirty.set()
-                if self._on_quotas is not None:
+                if self._on_quotas is not None or self._on_users is not None:
                     self._quotas_dirty.set()
                 self._stopping.wait(RETRY_BACKOFF_S)
                 continue
@@ -299,15 +305,23 @@ class ClusterAgent:
             log.error("ACLs in ZooKeeper cannot be read (%s); keeping the previous ones", error)
 
     def _refresh_quotas(self) -> None:
-        if self._on_quotas is None:
-            return
-        try:
-            quotas = self.quota_store.load()
-        except ZkQuotaError as error:
-            log.error("client quotas in ZooKeeper cannot be read (%s); keeping the previous "
-                      "ones", error)
-            return
-        self._loop.call_soon_threadsafe(self._on_quotas, quotas)
+        """After a /config/changes notice: client quotas and SCRAM users, read whole."""
+        if self._on_quotas is not None:
+            try:
+                quotas = self.quota_store.load()
+            except ZkQuotaError as error:
+                log.error("client quotas in ZooKeeper cannot be read (%s); keeping the "
+                          "previous ones", error)
+            else:
+                self._loop.call_soon_threadsafe(self._on_quotas, quotas)
+        if self._on_users is not None:
+            try:
+                users = self.scram_store.read()
+            except ZkScramError as error:
+                log.error("SCRAM users in ZooKeeper cannot be read (%s); keeping the previous "
+                          "ones", error)
+            else:
+                self._loop.call_soon_threadsafe(self._on_users, users)
 
     def _publish(self, bindings: frozenset[AclBinding]) -> None:
         assert self._on_acls is not None
