@@ -66,7 +66,7 @@ def _logs_in(port: int, password: str) -> bool:
         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "zed", "sasl.password": password,
     })
     try:
-        client.list_topics(timeout=3)
+        client.list_topics(timeout=2)
         return True
     except confluent_kafka.KafkaException:
         return False

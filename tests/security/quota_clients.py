@@ -5,6 +5,7 @@ the throttle time librdkafka reports in its statistics (`brokers[*].throttle`)."
 from __future__ import annotations
 
 import json
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,9 +50,10 @@ def alter(bootstrap: str, entries: list[tuple[Entity, list[tuple[str, float, boo
 
 
 def describe(bootstrap: str, components: list[tuple[str, int, str | None]] = (),  # type: ignore[assignment]
-             strict: bool = False, version: int = 1
+             strict: bool = False, version: int = 1, source_host: str | None = None
              ) -> tuple[str, str | None, dict[Entity, dict[str, float]]]:
-    """DescribeClientQuotas: (error name or "", message, {sorted entity: values})."""
+    """DescribeClientQuotas: (error name or "", message, {sorted entity: values});
+    `source_host`: connect from this local address (e.g. 127.0.0.2, for host ACLs)."""
     module = request_module(DESCRIBE_CLIENT_QUOTAS, version)
     body = module.DescribeClientQuotasRequest(
         components=tuple(
@@ -60,6 +62,11 @@ def describe(bootstrap: str, components: list[tuple[str, int, str | None]] = (),
         strict=strict,
     )
     with RawClient(bootstrap) as client:
+        if source_host is not None:
+            host, _, port = bootstrap.rpartition(":")
+            client.sock.close()
+            client.sock = socket.create_connection((host, int(port)), timeout=30,
+                                                   source_address=(source_host, 0))
         response = client.call(DESCRIBE_CLIENT_QUOTAS, version, body)
     found = {
         tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):
