@@ -15,6 +15,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from security.quota_clients import alter, describe
+from tidelog.cluster.zk_quotas import ZkQuotaStore
 from tidelog.cluster.zookeeper_server import ZooKeeperServer
 
 from .harness import Cluster
@@ -92,6 +93,15 @@ def test_quotas_live_in_zookeeper_and_every_broker_applies_them(
         _wait_described(first, expected, 5.0)
         data, _ = client.get("/config/users/bob")
         assert json.loads(data)["config"] == {"SCRAM-SHA-256": "salt=...,stored_key=..."}
+
+        # Notices are purged once 15 minutes old (Kafka's changeExpirationMs); quotas stay.
+        store = ZkQuotaStore(client)
+        notices = client.get_children("/config/changes")
+        now_ms = int(time.time() * 1000)
+        assert store.purge_notices(now_ms) == 0
+        assert store.purge_notices(now_ms + 16 * 60 * 1000) == len(notices)
+        assert client.get_children("/config/changes") == []
+        _wait_described(second, expected, 5.0)
     finally:
         client.stop()
         client.close()

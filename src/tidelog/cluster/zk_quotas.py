@@ -12,7 +12,8 @@ Kafka's `Sanitizer`: URL-encoded, `*` as %2A; a default entity is the literal `<
   keys that are not quota keys (Kafka's `SCRAM-SHA-256` credentials) are kept untouched.
 - after a change: `/config/changes/config_change_<seq>` =
   `{"version":2,"entity_path":"users/alice/clients/app"}`; every broker watches
-  `/config/changes` and reloads the quotas.
+  `/config/changes` and reloads the quotas; notices older than 15 minutes are deleted by the
+  broker that sees them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
 
 from tidelog.cluster.zk_admin import CONFIG_CHANGE_PREFIX
 from tidelog.errors import TidelogError
@@ -42,6 +43,7 @@ from tidelog.security.quota_entity import (
 )
 
 CHANGES_PATH = "/config/changes"
+NOTICE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's changeExpirationMs (ZkConfigManager)
 DEFAULT = "<default>"
 _ROOTS = {USER: "users", CLIENT_ID: "clients", IP: "ips"}
 QUOTA_KEYS = frozenset(USER_CLIENT_KEYS) | frozenset(IP_KEYS)
@@ -141,6 +143,21 @@ class ZkQuotaStore:
 
     def ensure_paths(self) -> None:
         self._client.ensure_path(CHANGES_PATH)
+
+    def purge_notices(self, now_ms: int) -> int:
+        """Delete `/config/changes` notices older than 15 minutes (long applied by every
+        broker, as Kafka's ZkConfigManager purges them); returns how many."""
+        purged = 0
+        for name in self._children(CHANGES_PATH):
+            path = f"{CHANGES_PATH}/{name}"
+            try:
+                stat = self._client.exists(path)
+                if stat is not None and now_ms - stat.ctime > NOTICE_EXPIRATION_MS:
+                    self._client.delete(path)
+                    purged += 1
+            except (NoNodeError, NotEmptyError):
+                continue  # another broker purged it first
+        return purged
 
     def _write(self, entity: QuotaEntity, values: dict[str, float]) -> None:
         relative = entity_path(entity)

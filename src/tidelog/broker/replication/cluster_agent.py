@@ -322,6 +322,7 @@ class ClusterAgent:
                           "ones", error)
             else:
                 self._loop.call_soon_threadsafe(self._on_users, users)
+        self.quota_store.purge_notices(int(time.time() * 1000))
 
     def _publish(self, bindings: frozenset[AclBinding]) -> None:
         assert self._on_acls is not None
