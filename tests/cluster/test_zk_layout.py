@@ -219,3 +219,22 @@ def test_decoders_raise_only_zk_layout_error(raw: bytes) -> None:
         except ZkLayoutError:
             continue
         assert isinstance(value, expected)
+
+
+def test_registration_with_several_listeners_round_trips() -> None:
+    """Every advertised listener is registered (Kafka's v5 JSON: endpoints plus the protocol
+    map); the first is the one peers replicate from."""
+    from tidelog.cluster.zk_layout import BrokerEndpoint
+
+    registration = BrokerRegistration(
+        2, "10.0.0.2", 9095, 7, listener="REPLICATION", security_protocol="SASL_SSL",
+        other_endpoints=(BrokerEndpoint("CLIENT", "SSL", "kafka-2.example", 9094),),
+    )
+    payload = json.loads(registration.encode())
+    assert payload["endpoints"] == ["REPLICATION://10.0.0.2:9095", "CLIENT://kafka-2.example:9094"]
+    assert payload["listener_security_protocol_map"] == {"REPLICATION": "SASL_SSL",
+                                                         "CLIENT": "SSL"}
+    decoded = BrokerRegistration.decode(2, registration.encode())
+    assert decoded == registration
+    assert decoded.endpoint("CLIENT") == BrokerEndpoint("CLIENT", "SSL", "kafka-2.example", 9094)
+    assert decoded.endpoint("OTHER") is None

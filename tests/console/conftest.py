@@ -53,19 +53,26 @@ def start_broker(factory: BrokerFactory, data_dir: Path | None = None, *, port: 
     args = ["--metrics", f"127.0.0.1:{metrics_port}"]
     if port:
         args += ["--listen", f"127.0.0.1:{port}"]
-    broker = factory(data_dir, extra_args=args)
+    # A new group's first join would wait 3 s (Kafka's default delay): the tests make several.
+    broker = factory(data_dir, extra_args=args,
+                     settings={"group.initial.rebalance.delay.ms": "0"})
     broker.metrics_port = metrics_port  # type: ignore[attr-defined]
     return broker
 
 
-def start_console(tmp: Path, bootstrap: str, metrics_port: int,
-                  password: str | None = PASSWORD, timeout_s: float = 5.0) -> ConsoleProcess:
+def start_console(tmp: Path, bootstrap: str, metrics_port: int | None,
+                  password: str | None = PASSWORD, timeout_s: float = 5.0,
+                  client: dict[str, str] | None = None) -> ConsoleProcess:
     config = tmp / "console.toml"
     audit = tmp / "audit.jsonl"
-    lines = [f'metrics = ["http://127.0.0.1:{metrics_port}/metrics"]',
-             f'audit_log = "{audit}"', "metrics_interval = 1.0", f"timeout = {timeout_s}"]
+    lines = [f'audit_log = "{audit}"', "metrics_interval = 1.0", f"timeout = {timeout_s}"]
+    if metrics_port is not None:
+        lines.append(f'metrics = ["http://127.0.0.1:{metrics_port}/metrics"]')
     if password:
         lines.append(f'password = "{password}"')
+    if client:
+        lines.append("[client]")
+        lines += [f'"{k}" = "{v}"' for k, v in client.items()]
     config.write_text("\n".join(lines) + "\n")
     log_path = tmp / "console.log"
     with log_path.open("ab") as log_file:
@@ -111,8 +118,10 @@ class ConsoleEnv:
     client: httpx.Client
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def console_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleEnv]:
+    """One broker and console shared by test_api.py and test_e2e.py (each test uses its own
+    topic and group names)."""
     tmp = tmp_path_factory.mktemp("console")
     factory = BrokerFactory(tmp)
     console: ConsoleProcess | None = None
@@ -122,6 +131,76 @@ def console_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleEnv
         client = sign_in(console.url)
         yield ConsoleEnv(broker, console, client)
         client.close()
+    finally:
+        if console is not None:
+            console.stop()
+            text = console.log_text()
+            assert "Traceback" not in text, text[-4000:]
+        bad = factory.stop_all()
+    if bad:
+        pytest.fail("broker logged a traceback:\n" + "\n".join(bad))
+
+
+# -- a SASL cluster with the ACL authorizer (tests/console/test_security.py) -------------------
+
+SASL_ADMIN = ("admin", "admin-secret")  # the broker's super user, added offline
+SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}  # added through the console
+SASL_CLIENT = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256"}
+
+
+def sasl_sign_in(url: str, user: str, password: str) -> httpx.Client:
+    client = httpx.Client(base_url=url, timeout=30)
+    token = client.get("/api/session").json()["csrf_token"]
+    response = client.post("/api/session", json={"user": user, "password": password},
+                           headers={"X-CSRF-Token": token})
+    assert response.status_code == 200, response.text
+    client.headers["X-CSRF-Token"] = response.json()["csrf_token"]
+    return client
+
+
+@dataclass
+class SaslEnv:
+    broker: BrokerProcess
+    console: ConsoleProcess
+    admin: httpx.Client  # signed in as the super user
+    ca: str  # the CA file clients trust
+
+    def client_settings(self, user: str, password: str) -> dict[str, str]:
+        return {"bootstrap.servers": self.broker.bootstrap, **SASL_CLIENT,
+                "ssl.ca.location": self.ca, "sasl.username": user, "sasl.password": password}
+
+
+@pytest.fixture(scope="module")
+def sasl_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslEnv]:
+    """One SASL_SSL broker with the ACL authorizer (super user admin) and one console whose
+    users sign in with SCRAM-SHA-256 over TLS (librdkafka's and the hand-made connections);
+    alice and bob are created through the console."""
+    tmp = tmp_path_factory.mktemp("console-sasl")
+    data_dir, certs = tmp / "data", tmp / "certs"
+    for args in (["users", "add", SASL_ADMIN[0], "--password", SASL_ADMIN[1], "--data-dir",
+                  str(data_dir)], ["certs", "--dir", str(certs)]):
+        result = subprocess.run([sys.executable, "-m", "tidelog.cli.main", *args],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+    ca = str(certs / "ca.pem")
+    factory = BrokerFactory(tmp)
+    console: ConsoleProcess | None = None
+    try:
+        broker = factory(data_dir, listen=None, settings={
+            "listeners": "SASL_SSL://127.0.0.1:0",
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs / "broker.pem"),
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": f"User:{SASL_ADMIN[0]}",
+            "connection.failed.authentication.delay.ms": "10",
+            "group.initial.rebalance.delay.ms": "0"})
+        console = start_console(tmp, broker.bootstrap, None, password=None,
+                                client={**SASL_CLIENT, "ssl.ca.location": ca})
+        admin = sasl_sign_in(console.url, *SASL_ADMIN)
+        for user, password in SASL_USERS.items():
+            r = admin.post("/api/users", json={"name": user, "password": password})
+            assert r.status_code == 201, r.text
+        yield SaslEnv(broker, console, admin, ca)
+        admin.close()
     finally:
         if console is not None:
             console.stop()

@@ -82,3 +82,54 @@ def test_console_against_apache_kafka(kafka_console: ConsoleProcess) -> None:
         assert r.status_code == 200, r.text
     finally:
         c.close()
+
+
+def test_security_and_transactions_against_apache_kafka(kafka_console: ConsoleProcess) -> None:
+    """The hand-made requests (DescribeAcls, DescribeUserScramCredentials, the transaction
+    APIs) and the admin API's SCRAM calls, against Kafka itself."""
+    from confluent_kafka import Producer
+
+    bootstrap = kafka_console.bootstrap  # type: ignore[attr-defined]
+    c = sign_in(kafka_console.url)
+    try:
+        acls = c.get("/api/acls").json()
+        assert acls["enabled"] is False and "no authorizer" in acls["reason"]
+        r = c.post("/api/users", json={"name": "ak-carol", "password": "first-pw",
+                                       "mechanism": "SCRAM-SHA-512", "iterations": 8192})
+        assert r.status_code == 201, r.text
+        # Kafka's brokers describe users from their metadata image, which follows the
+        # controller's commit a moment later.
+        users = wait_for(lambda: (lambda u: u if "ak-carol" in u else None)(
+            {u["name"]: u["mechanisms"] for u in c.get("/api/users").json()["users"]}),
+            30, "ak-carol in Kafka's metadata")
+        assert users["ak-carol"] == [{"mechanism": "SCRAM-SHA-512", "iterations": 8192}]
+        r = c.put("/api/users/ak-carol/password", json={"password": "second-pw",
+                                                        "mechanism": "SCRAM-SHA-512"})
+        assert r.status_code == 200, r.text
+        r = c.request("DELETE", "/api/users/ak-carol", json={"confirm": "ak-carol"})
+        assert r.status_code == 200, r.text
+
+        assert c.post("/api/topics", json={"name": "ak-txn"}).status_code == 201
+        wait_for(lambda: c.get("/api/topics/ak-txn").status_code == 200, what="ak-txn")
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ak-txn-1"})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.produce("ak-txn", b"hanging")
+        assert producer.flush(60) == 0
+
+        def open_txn() -> dict[str, object] | None:
+            rows = c.get("/api/transactions").json()["transactions"]
+            found = [t for t in rows if t["transactional_id"] == "ak-txn-1"
+                     and t.get("partitions") and "start_offset" in t["partitions"][0]]
+            return found[0] if found else None
+
+        txn = wait_for(open_txn, 60, "the open transaction on Kafka")
+        assert txn["state"] == "Ongoing"
+        r = c.post("/api/transactions/abort", json={"topic": "ak-txn", "partition": 0,
+                                                    "start_offset": 0})
+        assert r.status_code == 200, r.text
+        assert "no open transaction" in c.post("/api/transactions/abort", json={
+            "topic": "ak-txn", "partition": 0, "start_offset": 0}).json()["error"]
+        del producer
+    finally:
+        c.close()

@@ -322,6 +322,41 @@ def test_live_tail(console_env: ConsoleEnv) -> None:
     assert [m["value"] for m in seen] == ["live 1", "live 2"]
 
 
+def test_live_tail_samples_a_burst_and_counts_the_rest(console_env: ConsoleEnv) -> None:
+    """20,000 messages at once: each event carries at most 50, and shown plus skipped
+    accounts for every one (the unfiltered tail decodes only what it shows)."""
+    from confluent_kafka import Producer
+
+    topic = create_topic(console_env)
+    events: list[dict[str, Any]] = []
+    connected = threading.Event()
+    total = 20_000
+
+    def listen() -> None:
+        with console_env.client.stream("GET", f"/api/topics/{topic}/tail", timeout=30) as r:
+            for line in r.iter_lines():
+                connected.set()
+                if line.startswith("data: "):
+                    events.append(json.loads(line[6:]))
+                    if sum(len(e["messages"]) + e["skipped"] for e in events) >= total:
+                        return
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    assert connected.wait(20)
+    producer = Producer({"bootstrap.servers": console_env.broker.bootstrap, "linger.ms": 20})
+    for i in range(total):
+        producer.produce(topic, f"burst {i}".encode())
+        if i % 5000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+    thread.join(30)
+    assert not thread.is_alive(), f"{len(events)} events so far"
+    assert sum(len(e["messages"]) + e["skipped"] for e in events) == total
+    assert all(len(e["messages"]) <= 50 for e in events)
+    assert events[-1]["messages"][-1]["value"] == f"burst {total - 1}"
+
+
 # -- consumer groups ---------------------------------------------------------------------------
 
 def _consume(env: ConsoleEnv, group: str, topic: str, count: int) -> None:
@@ -433,3 +468,15 @@ def test_frontend_served(console_env: ConsoleEnv, path: str) -> None:
     if r.status_code == 503:
         pytest.fail("frontend bundle not built: run scripts/setup")
     assert r.status_code == 200 and "<div id=\"root\">" in r.text
+
+
+def test_security_and_transactions_without_an_authorizer(console_env: ConsoleEnv) -> None:
+    """The plain broker has no authorizer: the ACL page says so; users and transactions list."""
+    c = console_env.client
+    acls = c.get("/api/acls").json()
+    assert acls["enabled"] is False and "no authorizer" in acls["reason"]
+    assert isinstance(c.get("/api/users").json()["users"], list)
+    assert isinstance(c.get("/api/transactions").json()["transactions"], list)
+    # Without SASL the console password stays the sign-in; the session says so.
+    session = c.get("/api/session").json()
+    assert session["sasl_mechanism"] is None and session["password_required"] is True

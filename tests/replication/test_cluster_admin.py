@@ -186,7 +186,12 @@ def test_configs_and_delete_records_in_cluster_mode(cluster: Cluster) -> None:
                      what="a new leader")
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "watermarks"})
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
+        # Each broker learns the new leader from its own ZooKeeper watch: the consumer's first
+        # metadata may come from one that does not know it yet (librdkafka then reports an
+        # unknown partition), so read until one answer comes, within a deadline.
+        low, high = cluster.wait_value(
+            lambda: consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5),
+            lambda watermarks: watermarks is not None, what="the new leader's watermarks")
     finally:
         consumer.close()
     assert low == 40 and high >= 101

@@ -142,13 +142,26 @@ def test_bad_security_settings_exit_2(tmp_path: Path, settings: list[str]) -> No
     assert "tidelog serve:" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_cluster_mode_refuses_a_secured_inter_broker_listener(tmp_path: Path) -> None:
-    """Replica fetchers speak PLAINTEXT only so far: a cluster broker must register a
-    PLAINTEXT listener (the check runs before ZooKeeper is contacted)."""
-    result = _tidelog(
-        "serve", "--data-dir", str(tmp_path / "d"), "--metrics", "off", "--node-id", "1",
-        "--zookeeper", "127.0.0.1:1",
-        "--set", "listeners=SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
-    )
+@pytest.mark.parametrize(("settings", "named"), [
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0"],
+     "sasl.mechanism.inter.broker.protocol"),  # Kafka's default, GSSAPI, is not built
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.mechanism.inter.broker.protocol=PLAIN"],
+     "sasl.jaas.config"),  # the broker's own credentials are missing
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN",
+      "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256"], "sasl.enabled.mechanisms"),
+    (["listeners=A://127.0.0.1:0", "listener.security.protocol.map=A:PLAINTEXT",
+      "inter.broker.listener.name=A", "security.inter.broker.protocol=PLAINTEXT"],
+     "not both"),
+])
+def test_cluster_mode_names_a_bad_inter_broker_setting(
+    tmp_path: Path, settings: list[str], named: str
+) -> None:
+    """A cluster broker cannot reach its peers as configured: exit 2 naming the setting, before
+    ZooKeeper is contacted (nothing listens on 127.0.0.1:1)."""
+    args = ["serve", "--data-dir", str(tmp_path / "d"), "--metrics", "off", "--node-id", "1",
+            "--zookeeper", "127.0.0.1:1"]
+    for setting in settings:
+        args += ["--set", setting]
+    result = _tidelog(*args)
     assert result.returncode == 2, result.stderr
-    assert "inter.broker.listener.name" in result.stderr
+    assert named in result.stderr and "Traceback" not in result.stderr

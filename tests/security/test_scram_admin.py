@@ -13,6 +13,9 @@ import confluent_kafka
 import confluent_kafka.admin as kafka_admin
 import pytest
 
+from broker.raw import RawClient, request_module
+from tidelog.errors import ErrorCode
+
 from .conftest import USERS, Certs, StartSecure, tidelog, tls_settings
 from .tls_sasl_clients import ROUNDTRIPS, Security, values
 
@@ -83,3 +86,20 @@ def test_users_cli_through_the_admin_api(secure_broker: StartSecure, certs: Cert
         capture_output=True, text=True, timeout=60, check=False,
     )
     assert refused.returncode == 1 and "no such user" in refused.stderr
+
+
+
+def test_refused_describe_is_kafkas_answer(secure_broker: StartSecure) -> None:
+    """Without DESCRIBE on the cluster: CLUSTER_AUTHORIZATION_FAILED with Kafka's message and
+    no results (User:ANONYMOUS on a PLAINTEXT listener, authorizer on)."""
+    broker = secure_broker(["PLAINTEXT"], {"authorizer.class.name": "AclAuthorizer"})
+    module = request_module(50, 0)
+    client = RawClient(broker.bootstrap("PLAINTEXT"))
+    try:
+        answer = client.call(50, 0, module.DescribeUserScramCredentialsRequest(
+            users=(module.UserName(name="alice"),)))
+    finally:
+        client.close()
+    assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert answer.error_message == "Cluster authorization failed."
+    assert answer.results == ()

@@ -52,7 +52,43 @@ export interface Session {
   user: string | null;
   csrf_token: string;
   password_required: boolean;
+  sasl_mechanism?: string | null;
   bootstrap: string;
+}
+export interface Acl {
+  resource_type: string;
+  name: string;
+  pattern_type: string;
+  principal: string;
+  host: string;
+  operation: string;
+  permission: string;
+}
+export interface AclList {
+  enabled: boolean;
+  acls: Acl[];
+  reason?: string;
+}
+export interface ScramUser {
+  name: string;
+  mechanisms: { mechanism: string; iterations: number }[];
+}
+export interface TxnPartition {
+  topic: string;
+  partition: number;
+  start_offset?: number;
+  error?: string;
+}
+export interface Transaction {
+  transactional_id: string;
+  producer_id: number;
+  producer_epoch?: number;
+  state: string;
+  timeout_ms?: number;
+  start_time_ms?: number | null;
+  duration_ms?: number | null;
+  partitions?: TxnPartition[];
+  error?: string;
 }
 export interface Broker {
   id: number;

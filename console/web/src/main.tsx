@@ -6,10 +6,12 @@ import { ErrorBox, href, useHashRoute } from "./common";
 import { GroupPage, Groups } from "./Groups";
 import { Messages } from "./Messages";
 import { Overview } from "./Overview";
+import { Security } from "./Security";
+import { Transactions } from "./Transactions";
 import { TopicPage, Topics } from "./Topics";
 import "./styles.css";
 
-function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
+function SignIn({ sasl, onSignedIn }: { sasl: string | null; onSignedIn: (s: Session) => void }) {
   const [password, setPassword] = useState("");
   const [user, setUser] = useState("");
   const [error, setError] = useState<string | null>(null);
@@ -27,8 +29,10 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
     <main className="signin">
       <form className="panel" onSubmit={(e) => void submit(e)} aria-label="Sign in">
         <h1>Tidelog console</h1>
+        {sasl && <p className="muted">Sign in with your Kafka user ({sasl}): the cluster's ACLs decide what you see and do.</p>}
         <label>
-          Name (for the audit log) <input name="user" value={user} onChange={(e) => setUser(e.target.value)} autoComplete="username" />
+          {sasl ? "Kafka user" : "Name (for the audit log)"}{" "}
+          <input name="user" value={user} onChange={(e) => setUser(e.target.value)} autoComplete="username" required={!!sasl} />
         </label>
         <label>
           Password{" "}
@@ -55,13 +59,16 @@ function App() {
   useEffect(() => void refresh(), []);
   if (error) return <ErrorBox error={error} />;
   if (!session) return <p>Loading…</p>;
-  if (!session.signed_in) return <SignIn onSignedIn={(s) => setSession({ ...session, ...s })} />;
+  if (!session.signed_in)
+    return <SignIn sasl={session.sasl_mechanism ?? null} onSignedIn={(s) => setSession({ ...session, ...s })} />;
   const [page, arg] = route;
   const nav = [
     ["", "Overview"],
     ["topics", "Topics"],
     ["messages", "Messages"],
     ["groups", "Consumer groups"],
+    ["transactions", "Transactions"],
+    ["security", "Security"],
     ["audit", "Audit log"],
   ];
   let body;
@@ -72,6 +79,8 @@ function App() {
   else if (page === "groups" && arg) body = <GroupPage key={arg} id={arg} />;
   else if (page === "groups") body = <Groups />;
   else if (page === "audit") body = <Audit />;
+  else if (page === "security") body = <Security />;
+  else if (page === "transactions") body = <Transactions />;
   else body = <Overview />;
   return (
     <>

@@ -11,13 +11,13 @@ import logging
 import time
 from collections.abc import Callable
 
-from tidelog.broker.config import BrokerConfig, ConfigError
+from tidelog.broker.config import BrokerConfig
 from tidelog.broker.groups import service as group_service
-from tidelog.broker.listener_config import SecurityProtocol
+from tidelog.broker.net.inter_broker import inter_broker_listener, inter_broker_security
 from tidelog.broker.replication.cluster_agent import ClusterAgent, ClusterSettings
 from tidelog.broker.replication.replica_manager import Replication
 from tidelog.broker.state import Broker
-from tidelog.cluster.zk_layout import BrokerRegistration
+from tidelog.cluster.zk_layout import BrokerEndpoint, BrokerRegistration
 
 log = logging.getLogger("tidelog.broker.cluster_link")
 FIRST_VIEW_TIMEOUT_S = 30.0
@@ -36,21 +36,22 @@ class ClusterLink:
         await asyncio.to_thread(self.agent.stop)
 
 
-def _inter_broker_endpoint(config: BrokerConfig) -> tuple[str, int]:
-    """The advertised address of inter.broker.listener.name (default: the first listener),
-    registered in ZooKeeper for replicas and for clients. Replica fetchers speak PLAINTEXT
-    only so far (docs/security.md), so that listener must be a PLAINTEXT one."""
-    name = config.inter_broker_listener_name
-    for spec in config.listeners:
-        if name is None or spec.name == name:
-            if spec.security_protocol is not SecurityProtocol.PLAINTEXT:
-                raise ConfigError(
-                    f"cluster mode: the inter-broker listener {spec.name} uses"
-                    f" {spec.security_protocol.value}; replication over TLS/SASL is not built"
-                    " yet: set inter.broker.listener.name to a PLAINTEXT listener"
-                )
-            return spec.advertised_host, spec.advertised_port
-    return config.advertised_host, config.advertised_port
+def _registration(config: BrokerConfig) -> BrokerRegistration:
+    """Every advertised listener, the inter-broker one first (peers replicate from it)."""
+    first = inter_broker_listener(config)
+    others = tuple(
+        BrokerEndpoint(spec.name, spec.security_protocol.value, spec.advertised_host,
+                       spec.advertised_port)
+        for spec in config.listeners if spec.name != first.name
+    )
+    if not config.listeners:  # a config built without listeners (tests): --listen only
+        return BrokerRegistration(config.node_id, config.advertised_host,
+                                  config.advertised_port, time.time_ns() // 1_000_000)
+    return BrokerRegistration(
+        config.node_id, first.advertised_host, first.advertised_port,
+        time.time_ns() // 1_000_000, listener=first.name,
+        security_protocol=first.security_protocol.value, other_endpoints=others,
+    )
 
 
 async def join_cluster(
@@ -62,9 +63,10 @@ async def join_cluster(
     return once the first cluster view has been applied. `use_cluster_handlers` switches the
     server's handler table to the cluster handlers."""
     config = broker.config
-    host, port = _inter_broker_endpoint(config)
-    registration = BrokerRegistration(config.node_id, host, port, time.time_ns() // 1_000_000)
+    registration = _registration(config)
     replication = Replication(broker, settings)
+    if config.listeners:
+        replication.peer_security = inter_broker_security(config, inter_broker_listener(config))
     broker.replication = replication
     authorizer = broker.authorizer
     agent = ClusterAgent(

@@ -307,8 +307,14 @@ def _with_listeners(config: BrokerConfig, raw: Mapping[str, str], advertise: str
         host, port = _split_host_port("--advertise", advertise)
         specs[0] = replace(specs[0], advertised_host=host, advertised_port=port)
     inter_broker = raw.get("inter.broker.listener.name")
+    protocol = raw.get("security.inter.broker.protocol")
+    if inter_broker is not None and protocol is not None:
+        raise ConfigError("set inter.broker.listener.name or security.inter.broker.protocol,"
+                          " not both (Kafka refuses both too)")
+    setting = "inter.broker.listener.name" if inter_broker else "security.inter.broker.protocol"
+    inter_broker = inter_broker or protocol  # a protocol names its listener (Kafka's rule)
     if inter_broker is not None and inter_broker.upper() not in {s.name for s in specs}:
-        raise ConfigError(f"inter.broker.listener.name: {inter_broker} is not a listener")
+        raise ConfigError(f"{setting}: {inter_broker} is not a listener")
     first = specs[0]
     return replace(
         config,

@@ -148,8 +148,9 @@ SECURITY_SETTINGS = frozenset({
     "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
     "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.jaas.config",  # the inter-broker client's credentials (net/inter_broker.py)
 })
-# Accepted and kept (cluster traffic over a chosen listener comes later; docs/security.md).
+# Which listener and mechanism brokers use between themselves (net/inter_broker.py).
 INTER_BROKER_SETTINGS = frozenset({
     "inter.broker.listener.name", "security.inter.broker.protocol",
     "sasl.mechanism.inter.broker.protocol",
@@ -157,6 +158,7 @@ INTER_BROKER_SETTINGS = frozenset({
 LISTENER_SETTINGS = frozenset({"listeners", "advertised.listeners",
                                "listener.security.protocol.map"})
 _LISTENER_PREFIX = "listener.name."
+_JAAS_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"})
 
 
 def is_security_setting(name: str) -> bool:
@@ -165,7 +167,10 @@ def is_security_setting(name: str) -> bool:
         return True
     if name.startswith(_LISTENER_PREFIX):
         _, _, setting = name[len(_LISTENER_PREFIX):].partition(".")
-        return setting in SECURITY_SETTINGS
+        mechanism, _, rest = setting.partition(".")
+        # listener.name.<l>.<mechanism>.sasl.jaas.config: Kafka's per-mechanism JAAS line
+        return setting in SECURITY_SETTINGS or (
+            rest == "sasl.jaas.config" and mechanism.upper() in _JAAS_MECHANISMS)
     return False
 
 

@@ -158,9 +158,9 @@ def _coordinator_locator(broker: Broker, replication: Replication | None) -> Coo
 
     from tidelog.broker.groups.cluster import find_coordinator
 
-    def locate(group_id: str, _listener_name: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+    def locate(group_id: str, listener_name: str) -> tuple[ErrorCode, tuple[int, str, int]]:
         creator = group_service.service(broker).creator
-        return find_coordinator(broker, replication, creator, group_id)
+        return find_coordinator(broker, replication, creator, group_id, listener_name)
 
     return locate
 

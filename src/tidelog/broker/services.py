@@ -242,6 +242,9 @@ class FetcherOwner(Protocol):
     @property
     def broker(self) -> DurableWaits: ...
 
+    @property
+    def peer_security(self) -> Any: ...  # a peer_client.PeerSecurity (a sibling leaf)
+
     def leader_endpoint(self, broker_id: int) -> tuple[str, int] | None: ...
 
     async def wait_for_view(

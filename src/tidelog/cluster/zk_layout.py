@@ -22,6 +22,7 @@ from __future__ import annotations
 from tidelog.cluster.zk_payloads import (
     MAX_PAYLOAD_BYTES,
     NO_LEADER,
+    BrokerEndpoint,
     BrokerRegistration,
     ControllerRegistration,
     PartitionState,
@@ -53,6 +54,7 @@ __all__ = [
     "NO_LEADER",
     "PERSISTENT_PATHS",
     "TOPICS_PATH",
+    "BrokerEndpoint",
     "BrokerRegistration",
     "ControllerRegistration",
     "PartitionState",

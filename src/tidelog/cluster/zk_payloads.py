@@ -57,6 +57,9 @@ from tidelog.types import TopicPartition
 NO_LEADER = -1
 MAX_PAYLOAD_BYTES = 1 << 20  # ZooKeeper's default jute.maxbuffer
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_LISTENER_NAME = re.compile(r"[A-Z0-9_]{1,249}")
+_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+MAX_ENDPOINTS = 64  # a registration names a handful of listeners; a bound on what we parse
 _ENDPOINT = re.compile(r"([A-Z0-9_]+)://([^:/\s]*|\[[0-9a-fA-F:]+\]):(\d{1,5})")
 
 
@@ -80,8 +83,22 @@ def new_topic_id() -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """One listener of a registered broker: `CLIENT://host:9094` with its security protocol."""
+
+    listener: str
+    security_protocol: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """The payload of `/brokers/ids/<id>` (the epoch is the znode's czxid, not in the JSON)."""
+    """The payload of `/brokers/ids/<id>` (the epoch is the znode's czxid, not in the JSON).
+
+    `host`/`port`/`listener` is the first endpoint, the one the registering broker's peers
+    replicate from (its inter-broker listener); `other_endpoints` are its other listeners,
+    which Metadata answers to clients connected to a listener of that name."""
 
     broker_id: int
     host: str
@@ -89,15 +106,29 @@ class BrokerRegistration:
     timestamp_ms: int
     rack: str | None = None
     listener: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    other_endpoints: tuple[BrokerEndpoint, ...] = ()
+
+    @property
+    def endpoints(self) -> tuple[BrokerEndpoint, ...]:
+        first = BrokerEndpoint(self.listener, self.security_protocol, self.host, self.port)
+        return (first, *self.other_endpoints)
+
+    def endpoint(self, listener: str) -> BrokerEndpoint | None:
+        return next((e for e in self.endpoints if e.listener == listener), None)
 
     def encode(self) -> bytes:
         check_broker_id(self.broker_id)
-        _check_port(self.port)
+        for endpoint in self.endpoints:
+            _check_port(endpoint.port)
+            if not _LISTENER_NAME.fullmatch(endpoint.listener):
+                raise ZkLayoutError(f"illegal listener name {endpoint.listener!r}")
         return _dump(
             {
                 "features": {},
-                "listener_security_protocol_map": {self.listener: "PLAINTEXT"},
-                "endpoints": [f"{self.listener}://{self.host}:{self.port}"],
+                "listener_security_protocol_map": {
+                    e.listener: e.security_protocol for e in self.endpoints},
+                "endpoints": [f"{e.listener}://{e.host}:{e.port}" for e in self.endpoints],
                 "jmx_port": -1,
                 "port": self.port,
                 "host": self.host,
@@ -113,22 +144,35 @@ class BrokerRegistration:
         if _int(obj, "version") not in (4, 5):
             raise ZkLayoutError(f"unsupported broker registration version {obj['version']}")
         endpoints = obj.get("endpoints")
-        if not isinstance(endpoints, list) or not endpoints:
-            raise ZkLayoutError("broker registration without endpoints")
-        first = endpoints[0]
-        match = _ENDPOINT.fullmatch(first) if isinstance(first, str) else None
-        if match is None:
-            raise ZkLayoutError(f"malformed endpoint {first!r}")
+        if not isinstance(endpoints, list) or not endpoints or len(endpoints) > MAX_ENDPOINTS:
+            raise ZkLayoutError("broker registration without endpoints (or too many)")
+        protocols = obj.get("listener_security_protocol_map") or {}
+        if not isinstance(protocols, dict):
+            raise ZkLayoutError("listener_security_protocol_map must be an object")
+        parsed: list[BrokerEndpoint] = []
+        for text in endpoints:
+            match = _ENDPOINT.fullmatch(text) if isinstance(text, str) else None
+            if match is None:
+                raise ZkLayoutError(f"malformed endpoint {text!r}")
+            listener = match.group(1)
+            protocol = protocols.get(listener, listener)
+            if protocol not in _PROTOCOLS:
+                raise ZkLayoutError(f"listener {listener}: unknown security protocol {protocol!r}")
+            parsed.append(BrokerEndpoint(listener, protocol, match.group(2),
+                                         _check_port(int(match.group(3)))))
         rack = obj.get("rack")
         if rack is not None and not isinstance(rack, str):
             raise ZkLayoutError("rack must be a string or null")
+        first = parsed[0]
         return cls(
             broker_id=check_broker_id(broker_id),
-            host=match.group(2),
-            port=_check_port(int(match.group(3))),
+            host=first.host,
+            port=first.port,
             timestamp_ms=_timestamp(obj),
             rack=rack,
-            listener=match.group(1),
+            listener=first.listener,
+            security_protocol=first.security_protocol,
+            other_endpoints=tuple(parsed[1:]),
         )
 
 

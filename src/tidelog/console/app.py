@@ -22,12 +22,15 @@ from tidelog.console import (
     routes_groups,
     routes_messages,
     routes_overview,
+    routes_security,
     routes_session,
     routes_streams,
     routes_topics,
+    routes_transactions,
 )
 from tidelog.console.auth import AuditLog, Sessions
 from tidelog.console.cluster import Cluster
+from tidelog.console.cluster_sessions import SessionClusters
 from tidelog.console.config import ConsoleConfig
 from tidelog.console.guard import Guard
 from tidelog.console.metrics import MetricsHistory
@@ -38,7 +41,8 @@ log = logging.getLogger("tidelog.console")
 STATIC_DIR = Path(__file__).parent / "static"
 # Route modules, one per page family; each handler is declared with openapi.api().
 ROUTE_MODULES: tuple[ModuleType, ...] = (routes_session, routes_overview, routes_topics,
-                                         routes_messages, routes_streams, routes_groups)
+                                         routes_messages, routes_streams, routes_groups,
+                                         routes_security, routes_transactions)
 
 
 async def api_not_found(request: Request) -> Response:
@@ -80,8 +84,15 @@ def api_routes() -> list[Route]:
 
 def create_app(config: ConsoleConfig) -> Starlette:
     cluster = Cluster(config.bootstrap, config.timeout, config.client)
-    state = State(config, cluster, Sessions(config.password), AuditLog(config.audit_log),
-                  MetricsHistory(config.metrics))
+    session_clusters = None
+    if config.sasl_mechanism is not None:
+        session_clusters = SessionClusters(
+            lambda extra: Cluster(config.bootstrap, config.timeout, {**config.client, **extra}),
+            config.max_session_clients)
+    sessions = Sessions(config.password,
+                        session_clusters.drop if session_clusters is not None else None)
+    state = State(config, cluster, sessions, AuditLog(config.audit_log),
+                  MetricsHistory(config.metrics), session_clusters)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -92,6 +103,8 @@ def create_app(config: ConsoleConfig) -> Starlette:
             if sampler is not None:
                 sampler.cancel()
             await blocking(cluster.close)
+            if session_clusters is not None:
+                await blocking(session_clusters.close_all)
 
     routes = api_routes()
     routes.append(Route("/api/openapi.json", get_openapi, methods=["GET"]))

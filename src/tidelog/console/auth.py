@@ -4,6 +4,9 @@ Sessions are random ids in an HttpOnly, SameSite=Strict cookie, kept in memory (
 everyone out). Each session has a CSRF token that state-changing calls must echo in the
 X-CSRF-Token header (double submit against the server's copy, so a cross-site form cannot).
 Without a configured password everyone is "anonymous" but still needs a session and the token.
+Against a SASL cluster a session also holds the user's Kafka credentials (in memory only) so
+the session's clients can be (re)made as that user; dropping or expiring a session tells
+`on_drop` (which closes those clients).
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ import json
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +34,15 @@ class Session:
     user: str
     csrf: str
     created: float
+    # (user, password) for the cluster's SASL; never logged or answered.
+    credentials: tuple[str, str] | None = field(default=None, repr=False)
 
 
 class Sessions:
-    def __init__(self, password: str | None) -> None:
+    def __init__(self, password: str | None,
+                 on_drop: Callable[[str], None] | None = None) -> None:
         self.password = password
+        self.on_drop = on_drop
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
 
@@ -46,37 +54,52 @@ class Sessions:
         return self.password is not None and hmac.compare_digest(
             password.encode("utf-8"), self.password.encode("utf-8"))
 
-    def create(self, user: str) -> Session:
-        session = Session(secrets.token_urlsafe(32), user, secrets.token_urlsafe(32), time.time())
+    def create(self, user: str, credentials: tuple[str, str] | None = None) -> Session:
+        session = Session(secrets.token_urlsafe(32), user, secrets.token_urlsafe(32), time.time(),
+                          credentials)
         with self._lock:
-            if len(self._sessions) >= MAX_SESSIONS:
-                self._prune()
+            dropped = self._prune() if len(self._sessions) >= MAX_SESSIONS else []
             self._sessions[session.id] = session
+        self._dropped(dropped)
         return session
 
-    def _prune(self) -> None:
+    def _dropped(self, ids: list[str]) -> None:
+        if self.on_drop is not None:
+            for sid in ids:
+                self.on_drop(sid)
+
+    def _prune(self) -> list[str]:
         """Drop expired sessions, then the oldest not signed in, then the oldest."""
         now = time.time()
+        dropped = []
         for sid, s in list(self._sessions.items()):
             if now - s.created > SESSION_TTL_S:
                 del self._sessions[sid]
+                dropped.append(sid)
         by_age = sorted(self._sessions.values(), key=lambda s: (bool(s.user), s.created))
         for s in by_age[: max(0, len(by_age) - MAX_SESSIONS // 2)]:
             del self._sessions[s.id]
+            dropped.append(s.id)
+        return dropped
 
     def get(self, session_id: str | None) -> Session | None:
         if not session_id:
             return None
         with self._lock:
             session = self._sessions.get(session_id)
-            if session is not None and time.time() - session.created > SESSION_TTL_S:
+            expired = session is not None and time.time() - session.created > SESSION_TTL_S
+            if expired:
                 del self._sessions[session_id]
-                return None
-            return session
+        if expired:
+            self._dropped([session_id])
+            return None
+        return session
 
     def drop(self, session_id: str | None) -> None:
         with self._lock:
-            self._sessions.pop(session_id or "", None)
+            found = self._sessions.pop(session_id or "", None)
+        if found is not None:
+            self._dropped([found.id])
 
 
 class AuditLog:

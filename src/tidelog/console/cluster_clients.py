@@ -18,7 +18,15 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exports,
     OffsetSpec,
 )
 
-from tidelog.console.errors import NotFound, describe_error, wait_for
+from tidelog.console.errors import (
+    AUTHORIZATION_CODES,
+    ClusterError,
+    NotFound,
+    describe_error,
+    not_allowed,
+    wait_for,
+)
+from tidelog.console.kafka_raw import RawConnection
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +42,8 @@ class ClusterClients:
                  client_config: Mapping[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
-        # The seat for SASL sign-in (security issue): per-user settings go in client_config.
+        # Against a SASL cluster client_config carries the signed-in user's credentials
+        # (cluster_sessions).
         self._base: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
             "client.id": "tidelog-console",
@@ -50,7 +59,8 @@ class ClusterClients:
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient(dict(self._base))
+            # Never create a topic by asking about it (the producer-type default is true).
+            self._admin = AdminClient({**self._base, "allow.auto.create.topics": False})
         return self._admin
 
     @property
@@ -60,16 +70,30 @@ class ClusterClients:
                                        "message.timeout.ms": int(self.timeout_s * 1000)})
         return self._producer
 
-    def consumer(self) -> Consumer:
+    def consumer(self, *, tail: bool = False) -> Consumer:
+        # A page is small: don't fetch (and decode) a megabyte ahead of it. A live tail must
+        # keep up with a busy topic instead (10,000 msg/s: docs/console.md).
+        ahead: dict[str, Any] = (
+            {"max.partition.fetch.bytes": 1048576, "queued.min.messages": 100000,
+             "fetch.wait.max.ms": 100} if tail else
+            {"max.partition.fetch.bytes": 262144, "queued.min.messages": 1000})
         return Consumer({**self._base, "group.id": f"tidelog-console-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest",
-                         # A page is small: don't fetch (and decode) a megabyte ahead of it.
-                         "max.partition.fetch.bytes": 262144, "queued.min.messages": 1000})
+                         "auto.offset.reset": "earliest", **ahead})
 
     def close(self) -> None:
         if self._producer is not None:
             self._producer.flush(1)
+
+    def raw(self, address: tuple[str, int] | None = None) -> RawConnection:
+        """A hand-made connection (kafka_raw) with this client's security settings, to
+        `address` or to any live broker, for requests confluent-kafka lacks or mishandles."""
+        if address is None:
+            brokers = list(self.metadata().brokers.values())
+            if not brokers:
+                raise ClusterError("the cluster named no brokers", 503)
+            address = (brokers[0].host, brokers[0].port)
+        return RawConnection(address[0], address[1], self._base, self.timeout_s)
 
     # -- metadata and offsets ----------------------------------------------------------------
 
@@ -82,7 +106,14 @@ class ClusterClients:
     def topic_metadata(self, name: str) -> Any:
         md = self.metadata()
         topic = md.topics.get(name)
-        if topic is None or (topic.error is not None and topic.error.code() in
+        if topic is None:
+            # All-topics metadata leaves out topics the user may not describe: ask by name,
+            # so a refusal is told as one (Kafka answers it before existence).
+            topic = self.metadata(name).topics.get(name)
+        error = topic.error if topic is not None else None
+        if error is not None and error.code() in AUTHORIZATION_CODES:
+            raise not_allowed(f"describing topic {name!r}", error.name())
+        if topic is None or (error is not None and error.code() in
                              (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)):
             raise NotFound(f"topic {name!r} does not exist")
         return topic

@@ -6,8 +6,10 @@
     metrics = ["http://127.0.0.1:9644/metrics"]
     audit_log = "console-audit.jsonl"
     timeout = 10.0
-    [client]                     # extra librdkafka settings (the seat for SASL)
-    "security.protocol" = "PLAINTEXT"
+    [client]                     # Kafka client settings for every client the console makes
+    "security.protocol" = "SASL_SSL"    # SASL_*: users sign in with their Kafka credentials
+    "sasl.mechanism" = "SCRAM-SHA-256"  # PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+    "ssl.ca.location" = "ca.pem"
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SIGN_IN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class ConsoleConfigError(ValueError):
@@ -32,6 +37,18 @@ class ConsoleConfig:
     timeout: float = 10.0
     metrics_interval: float = 5.0
     client: dict[str, str] = field(default_factory=dict)
+    max_session_clients: int = 32  # signed-in users whose clients stay open at once (SASL)
+
+    @property
+    def security_protocol(self) -> str:
+        return self.client.get("security.protocol", "PLAINTEXT").upper()
+
+    @property
+    def sasl_mechanism(self) -> str | None:
+        """The mechanism users sign in with, or None when the cluster has no SASL."""
+        if not self.security_protocol.startswith("SASL_"):
+            return None
+        return self.client.get("sasl.mechanism", "").upper()
 
 
 def load_console_config(path: Path | None, **overrides: Any) -> ConsoleConfig:
@@ -57,8 +74,33 @@ def load_console_config(path: Path | None, **overrides: Any) -> ConsoleConfig:
         config.client = {str(k): str(v) for k, v in dict(config.client).items()}
         if config.password is not None:
             config.password = str(config.password)
+        config.max_session_clients = int(config.max_session_clients)
     except (TypeError, ValueError) as error:
         raise ConsoleConfigError(f"bad console setting: {error}") from None
     if config.timeout <= 0 or config.metrics_interval <= 0:
         raise ConsoleConfigError("timeout and metrics_interval must be positive")
+    _check_security(config)
     return config
+
+
+def _check_security(config: ConsoleConfig) -> None:
+    protocol = config.security_protocol
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ConsoleConfigError(f"security.protocol must be one of "
+                                 f"{', '.join(SECURITY_PROTOCOLS)}, got {protocol!r}")
+    if config.max_session_clients < 1:
+        raise ConsoleConfigError("max_session_clients must be at least 1")
+    mechanism = config.sasl_mechanism
+    if mechanism is None:
+        return
+    if mechanism not in SIGN_IN_MECHANISMS:
+        raise ConsoleConfigError(
+            f"sasl.mechanism must be one of {', '.join(SIGN_IN_MECHANISMS)} (users sign in "
+            f"with a name and password), got {mechanism or 'nothing'!r}")
+    given = sorted(set(config.client) & {"sasl.username", "sasl.password", "sasl.jaas.config"})
+    if given:
+        raise ConsoleConfigError(f"{', '.join(given)}: with SASL each user signs in with their "
+                                 f"own Kafka credentials; leave these out of [client]")
+    if config.password is not None:
+        raise ConsoleConfigError("password is the sign-in for clusters without SASL; with "
+                                 "SASL users sign in with their Kafka credentials")

@@ -32,6 +32,39 @@ class Conflict(ConsoleError):
     status = 409
 
 
+class Forbidden(ConsoleError):
+    """The cluster's ACLs refused the signed-in user."""
+
+    status = 403
+
+
+class Unauthenticated(ConsoleError):
+    status = 401
+
+
+AUTHORIZATION_CODES = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
+}
+# `doing` is a gerund phrase ("creating topic 'x'"); a refusal reads "You are not allowed to
+# create topic 'x' (TOPIC_AUTHORIZATION_FAILED)".
+_INFINITIVES = {"reading": "read", "listing": "list", "describing": "describe",
+                "creating": "create", "deleting": "delete", "altering": "alter",
+                "fetching": "fetch", "resetting": "reset", "producing": "produce to",
+                "aborting": "abort", "rotating": "rotate"}
+
+
+def not_allowed(doing: str, code_name: str) -> Forbidden:
+    verb, _, rest = doing.partition(" ")
+    infinitive = _INFINITIVES.get(verb)
+    if infinitive is not None:
+        if infinitive.endswith(" to") and rest.startswith("to "):
+            rest = rest[3:]
+        return Forbidden(f"You are not allowed to {infinitive} {rest} ({code_name})")
+    return Forbidden(f"You are not allowed to do this: {doing} ({code_name})")
+
+
 class ClusterError(ConsoleError):
     """The cluster refused or could not be reached (503 when unreachable, 502 when it refused)."""
 
@@ -43,6 +76,11 @@ def describe_error(error: BaseException, doing: str) -> ConsoleError:
     if isinstance(kafka_error, KafkaError):
         code = kafka_error.code()
         words = kafka_error.str() or kafka_error.name()
+        if code in AUTHORIZATION_CODES:
+            return not_allowed(doing, kafka_error.name())
+        if code in (KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION):
+            return Unauthenticated(f"{doing}: the cluster refused your credentials ({words}); "
+                                   f"sign in again")
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
                     KafkaError._UNKNOWN_PARTITION, KafkaError.GROUP_ID_NOT_FOUND):
             return NotFound(f"{doing}: {words}")

@@ -9,20 +9,20 @@ from starlette.responses import JSONResponse, Response
 
 from tidelog.console.errors import BadRequest
 from tidelog.console.openapi import api
-from tidelog.console.web import audited, blocking, int_param, json_body, state_of
+from tidelog.console.web import audited, blocking, cluster_of, int_param, json_body
 
 
 @api("GET", "/api/groups", "Consumer groups with state, protocol, members and total lag")
 async def list_groups(request: Request) -> Response:
-    state = state_of(request)
-    return JSONResponse({"groups": await blocking(state.cluster.groups)})
+    cluster = cluster_of(request)
+    return JSONResponse({"groups": await blocking(cluster.groups)})
 
 
 @api("GET", "/api/groups/{group}", "Members, assignment, committed/end offsets and lag")
 async def get_group(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     group = request.path_params["group"]
-    return JSONResponse(await blocking(lambda: state.cluster.group(group)))
+    return JSONResponse(await blocking(lambda: cluster.group(group)))
 
 
 async def _reset_args(request: Request) -> tuple[str | None, str, int | None]:
@@ -43,23 +43,23 @@ async def _reset_args(request: Request) -> tuple[str | None, str, int | None]:
 @api("POST", "/api/groups/{group}/reset-preview",
      "Preview a reset: {topic?, strategy: earliest|latest|timestamp|shift|offset, value}")
 async def reset_preview(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     group = request.path_params["group"]
     topic, strategy, value = await _reset_args(request)
     return JSONResponse(await blocking(
-        lambda: state.cluster.preview_reset(group, topic, strategy, value)))
+        lambda: cluster.preview_reset(group, topic, strategy, value)))
 
 
 @api("POST", "/api/groups/{group}/reset",
      "Reset offsets (same body as the preview; only for empty groups)")
 async def reset_apply(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     group = request.path_params["group"]
     topic, strategy, value = await _reset_args(request)
 
     def run() -> dict[str, Any]:
-        preview = state.cluster.preview_reset(group, topic, strategy, value)
-        state.cluster.apply_reset(group, preview["offsets"])
+        preview = cluster.preview_reset(group, topic, strategy, value)
+        cluster.apply_reset(group, preview["offsets"])
         return preview
 
     details = {"topic": topic, "strategy": strategy, "value": value}
@@ -68,8 +68,8 @@ async def reset_apply(request: Request) -> Response:
 
 @api("DELETE", "/api/groups/{group}", "Delete a consumer group (only when empty)")
 async def delete_group(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     group = request.path_params["group"]
     await audited(request, "delete-group", group, {},
-                  lambda: state.cluster.delete_group(group))
+                  lambda: cluster.delete_group(group))
     return JSONResponse({"deleted": group})

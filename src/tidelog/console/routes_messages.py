@@ -20,9 +20,9 @@ from tidelog.console.web import (
     audited,
     blocking,
     bytes_param,
+    cluster_of,
     int_param,
     json_body,
-    state_of,
     str_param,
 )
 
@@ -51,21 +51,21 @@ def _read_params(request: Request, topic: str) -> dict[str, Any]:
      "Browse: partition, start=oldest|newest|offset|timestamp, offset, timestamp (ms), limit, "
      "filter")
 async def read_messages(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     params = _read_params(request, request.path_params["topic"])
-    return JSONResponse(await blocking(lambda: state.cluster.read(**params)))
+    return JSONResponse(await blocking(lambda: cluster.read(**params)))
 
 
 @api("GET", "/api/topics/{topic}/messages/export",
      "Export the same selection as browse: format=json|csv")
 async def export_messages(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     topic = request.path_params["topic"]
     fmt = request.query_params.get("format", "json")
     if fmt not in ("json", "csv"):
         raise BadRequest("format must be json or csv")
     params = _read_params(request, topic)
-    page = await blocking(lambda: state.cluster.read(**params))
+    page = await blocking(lambda: cluster.read(**params))
     rows = [{k: m[k] for k in ("topic", "partition", "offset", "timestamp", "key", "value",
                                "headers")} for m in page["messages"]]
     disposition = {"Content-Disposition": f'attachment; filename="{topic}.{fmt}"'}
@@ -84,7 +84,7 @@ async def export_messages(request: Request) -> Response:
 @api("POST", "/api/topics/{topic}/messages",
      "Produce: {key, value, headers: [[name, value]], partition, encoding: text|base64}")
 async def produce(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     topic = request.path_params["topic"]
     body = await json_body(request)
     encoding = body.get("encoding", "text")
@@ -100,7 +100,7 @@ async def produce(request: Request) -> Response:
     partition = int_param(body.get("partition"), "partition", minimum=0)
     details = {"partition": partition, "key_size": len(key or b""),
                "value_size": len(value or b"")}
-    result = await audited(request, "produce", topic, details, lambda: state.cluster.produce(
+    result = await audited(request, "produce", topic, details, lambda: cluster.produce(
         topic, key=key, value=value, headers=headers, partition=partition))
     return JSONResponse(result, status_code=201)
 
@@ -108,7 +108,7 @@ async def produce(request: Request) -> Response:
 @api("POST", "/api/reproduce",
      "Re-produce a message to another topic: {topic, partition, offset, to_topic}")
 async def reproduce(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     body = await json_body(request)
     topic = str_param(body.get("topic"), "topic")
     partition = int_param(body.get("partition"), "partition", minimum=0, required=True) or 0
@@ -116,11 +116,11 @@ async def reproduce(request: Request) -> Response:
     to_topic = str_param(body.get("to_topic"), "to_topic")
 
     def run() -> dict[str, Any]:
-        m = state.cluster.fetch_one(topic, partition, offset)
+        m = cluster.fetch_one(topic, partition, offset)
         raw = (m["key_raw"], m["value_raw"])
         key, value = (base64.b64decode(r["base64"]) if r else None for r in raw)
         headers = [(n, v.encode("utf-8") if v is not None else None) for n, v in m["headers"]]
-        return state.cluster.produce(to_topic, key=key, value=value, headers=headers,
+        return cluster.produce(to_topic, key=key, value=value, headers=headers,
                                      partition=None)
 
     result = await audited(request, "reproduce", to_topic,

@@ -8,16 +8,17 @@ from starlette.responses import JSONResponse, Response
 
 from tidelog.console.errors import ConsoleError
 from tidelog.console.openapi import api
-from tidelog.console.web import blocking, state_of
+from tidelog.console.web import blocking, cluster_of, state_of
 
 
 @api("GET", "/api/cluster", "Cluster id, controller, brokers (up/down), metrics endpoints")
 async def get_cluster(request: Request) -> Response:
     state = state_of(request)
+    cluster = cluster_of(request)
     metrics = [{"url": u, "up": state.history.up.get(u), "error": state.history.errors.get(u),
                 "disk_bytes": state.history.disk_bytes(u)} for u in state.config.metrics]
     try:
-        overview = await blocking(state.cluster.overview)
+        overview = await blocking(cluster.overview)
     except ConsoleError as error:
         brokers = [{**b, "up": False, "controller": False}
                    for b in state.known_brokers.values()]

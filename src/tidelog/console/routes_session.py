@@ -6,8 +6,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from tidelog.console.auth import SESSION_COOKIE
+from tidelog.console.cluster_sessions import verify_credentials
+from tidelog.console.errors import ConsoleError
 from tidelog.console.openapi import api
-from tidelog.console.web import error_response, json_body, session_of, state_of
+from tidelog.console.web import State, blocking, error_response, json_body, session_of, state_of
+
+MAX_NAME = 256  # user names and passwords longer than this are refused before any handshake
 
 
 @api("GET", "/api/session", "Who is signed in, whether a password is needed, the CSRF token")
@@ -15,21 +19,32 @@ async def get_session(request: Request) -> Response:
     state = state_of(request)
     session = session_of(request)
     if session is None:
-        session = state.sessions.create("" if state.sessions.required else "anonymous")
+        signed_out = state.sessions.required or _sasl(state) is not None
+        session = state.sessions.create("" if signed_out else "anonymous")
     body = {"signed_in": bool(session.user), "user": session.user or None,
-            "csrf_token": session.csrf, "password_required": state.sessions.required,
-            "bootstrap": state.config.bootstrap}
+            "csrf_token": session.csrf,
+            "password_required": state.sessions.required or _sasl(state) is not None,
+            "sasl_mechanism": _sasl(state), "bootstrap": state.config.bootstrap}
     response = JSONResponse(body)
     response.set_cookie(SESSION_COOKIE, session.id, httponly=True, samesite="strict",
                         path="/")
     return response
 
 
-@api("POST", "/api/session", "Sign in: {password}")
+def _sasl(state: State) -> str | None:
+    return state.config.sasl_mechanism
+
+
+@api("POST", "/api/session",
+     "Sign in: {user, password} (the Kafka credentials against a SASL cluster, else the "
+     "console's password)")
 async def sign_in(request: Request) -> Response:
     state = state_of(request)
     body = await json_body(request)
     old = session_of(request)
+    mechanism = _sasl(state)
+    if mechanism is not None:
+        return await _sasl_sign_in(request, state, body, mechanism)
     if state.sessions.required and not state.sessions.check_password(str(body.get("password"))):
         claimed = str(body.get("user") or "?")[:64]
         state.audit.write(claimed, "sign-in", "console", {}, False, "wrong password")
@@ -39,16 +54,49 @@ async def sign_in(request: Request) -> Response:
     # A fresh id on sign-in, so a planted pre-login cookie is worthless.
     session = state.sessions.create(user[:64])
     state.audit.write(session.user, "sign-in", "console", {}, True)
-    response = JSONResponse({"signed_in": True, "user": session.user,
-                             "csrf_token": session.csrf})
-    response.set_cookie(SESSION_COOKIE, session.id, httponly=True, samesite="strict", path="/")
+    return _signed_in(session.id, session.user, session.csrf)
+
+
+async def _sasl_sign_in(request: Request, state: State, body: dict[str, object],
+                        mechanism: str) -> Response:
+    """Check the user's Kafka credentials by a SASL handshake; the session keeps them so every
+    call it makes goes to the cluster as that user."""
+    user, password = body.get("user"), body.get("password")
+    if not isinstance(user, str) or not user or len(user) > MAX_NAME:
+        return error_response(400, f"user must be your Kafka user name (1 to {MAX_NAME} "
+                                   f"characters)")
+    if not isinstance(password, str) or not password or len(password) > MAX_NAME:
+        return error_response(400, f"password must be your Kafka password (1 to {MAX_NAME} "
+                                   f"characters)")
+    base = {"bootstrap.servers": state.config.bootstrap,
+            "socket.connection.setup.timeout.ms": 5000, **state.config.client}
+    try:
+        await blocking(lambda: verify_credentials(base, (user, password), mechanism,
+                                                  state.config.timeout))
+    except ConsoleError as error:
+        state.audit.write(user, "sign-in", "console", {"mechanism": mechanism}, False,
+                          str(error))
+        raise
+    old = session_of(request)
+    state.sessions.drop(old.id if old else None)
+    session = state.sessions.create(user, (user, password))
+    state.audit.write(user, "sign-in", "console", {"mechanism": mechanism}, True)
+    return _signed_in(session.id, session.user, session.csrf)
+
+
+def _signed_in(session_id: str, user: str, csrf: str) -> Response:
+    response = JSONResponse({"signed_in": True, "user": user, "csrf_token": csrf})
+    response.set_cookie(SESSION_COOKIE, session_id, httponly=True, samesite="strict", path="/")
     return response
 
 
-@api("DELETE", "/api/session", "Sign out")
+@api("DELETE", "/api/session", "Sign out (closes the session's cluster clients)")
 async def sign_out(request: Request) -> Response:
     session = session_of(request)
-    state_of(request).sessions.drop(session.id if session else None)
+    state = state_of(request)
+    await blocking(lambda: state.sessions.drop(session.id if session else None))
+    if session is not None and session.user:
+        state.audit.write(session.user, "sign-out", "console", {}, True)
     response = JSONResponse({"signed_in": False})
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response

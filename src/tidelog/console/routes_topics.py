@@ -7,19 +7,28 @@ from starlette.responses import JSONResponse, Response
 
 from tidelog.console.errors import BadRequest
 from tidelog.console.openapi import api
-from tidelog.console.web import audited, blocking, int_param, json_body, state_of, str_param
+from tidelog.console.web import (
+    audited,
+    blocking,
+    cluster_of,
+    int_param,
+    json_body,
+    state_of,
+    str_param,
+)
 
 
 @api("GET", "/api/topics", "Topics with partitions, replicas, messages and size")
 async def list_topics(request: Request) -> Response:
     state = state_of(request)
-    topics = await blocking(lambda: state.cluster.topics(state.history.sizes()))
+    cluster = cluster_of(request)
+    topics = await blocking(lambda: cluster.topics(state.history.sizes()))
     return JSONResponse({"topics": topics})
 
 
 @api("POST", "/api/topics", "Create a topic: {name, partitions, replication_factor, configs}")
 async def create_topic(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     body = await json_body(request)
     name = str_param(body.get("name"), "name")
     partitions = int_param(body.get("partitions", 1), "partitions", minimum=1, maximum=10000) or 1
@@ -32,32 +41,33 @@ async def create_topic(request: Request) -> Response:
     configs = {str(k): str(v) for k, v in configs.items()}
     details = {"partitions": partitions, "replication_factor": replication, "configs": configs}
     await audited(request, "create-topic", name, details,
-                  lambda: state.cluster.create_topic(name, partitions, replication, configs))
+                  lambda: cluster.create_topic(name, partitions, replication, configs))
     return JSONResponse({"created": name}, status_code=201)
 
 
 @api("GET", "/api/topics/{topic}", "Per partition leader, replicas, ISR, offsets; configs")
 async def get_topic(request: Request) -> Response:
     state = state_of(request)
+    cluster = cluster_of(request)
     name = request.path_params["topic"]
-    return JSONResponse(await blocking(lambda: state.cluster.topic(name, state.history.sizes())))
+    return JSONResponse(await blocking(lambda: cluster.topic(name, state.history.sizes())))
 
 
 @api("DELETE", "/api/topics/{topic}", "Delete a topic: {confirm: the topic's name}")
 async def delete_topic(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     name = request.path_params["topic"]
     body = await json_body(request)
     if body.get("confirm") != name:
         raise BadRequest("type the topic's name in confirm to delete it")
     await audited(request, "delete-topic", name, {},
-                  lambda: state.cluster.delete_topic(name))
+                  lambda: cluster.delete_topic(name))
     return JSONResponse({"deleted": name})
 
 
 @api("PATCH", "/api/topics/{topic}/configs", "Alter configs: {set: {name: value}, delete: []}")
 async def alter_configs(request: Request) -> Response:
-    state = state_of(request)
+    cluster = cluster_of(request)
     name = request.path_params["topic"]
     body = await json_body(request)
     set_ = body.get("set") or {}
@@ -69,5 +79,5 @@ async def alter_configs(request: Request) -> Response:
     set_ = {str(k): str(v) for k, v in set_.items()}
     delete = [str(k) for k in delete]
     await audited(request, "alter-topic-configs", name, {"set": set_, "delete": delete},
-                  lambda: state.cluster.alter_topic_configs(name, set_, delete))
-    return JSONResponse({"configs": await blocking(lambda: state.cluster.topic_configs(name))})
+                  lambda: cluster.alter_topic_configs(name, set_, delete))
+    return JSONResponse({"configs": await blocking(lambda: cluster.topic_configs(name))})

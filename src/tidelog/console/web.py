@@ -17,8 +17,9 @@ from starlette.responses import JSONResponse
 
 from tidelog.console.auth import SESSION_COOKIE, AuditLog, Session, Sessions
 from tidelog.console.cluster import Cluster
+from tidelog.console.cluster_sessions import SessionClusters
 from tidelog.console.config import ConsoleConfig
-from tidelog.console.errors import BadRequest, ConsoleError
+from tidelog.console.errors import BadRequest, ConsoleError, Unauthenticated
 from tidelog.console.metrics import MetricsHistory
 
 T = TypeVar("T")
@@ -31,6 +32,8 @@ class State:
     sessions: Sessions
     audit: AuditLog
     history: MetricsHistory
+    # SASL clusters: each signed-in user's own clients (None: everyone shares `cluster`).
+    session_clusters: SessionClusters | None = None
     known_brokers: dict[int, dict[str, Any]] = field(default_factory=dict)
     subscribers: list[asyncio.Queue[dict[str, Any]]] = field(default_factory=list)
 
@@ -100,6 +103,17 @@ def bytes_param(value: Any, encoding: str, name: str) -> bytes | None:
 
 def session_of(request: Request) -> Session | None:
     return state_of(request).sessions.get(request.cookies.get(SESSION_COOKIE))
+
+
+def cluster_of(request: Request) -> Cluster:
+    """The cluster as the signed-in user sees it: their own clients against a SASL cluster."""
+    state = state_of(request)
+    if state.session_clusters is None:
+        return state.cluster
+    session = session_of(request)
+    if session is None or session.credentials is None:
+        raise Unauthenticated("sign in first (POST /api/session)")
+    return state.session_clusters.get(session.id, session.credentials)
 
 
 def user_of(request: Request) -> str:

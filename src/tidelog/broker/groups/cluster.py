@@ -114,9 +114,11 @@ def offsets_partition_count(broker: Broker, replication: Replication) -> int:
 
 
 def find_coordinator(
-    broker: Broker, replication: Replication, creator: OffsetsTopicCreator, key: str
+    broker: Broker, replication: Replication, creator: OffsetsTopicCreator, key: str,
+    listener_name: str,
 ) -> tuple[ErrorCode, tuple[int, str, int]]:
-    """(error, (node id, host, port)) of the leader of the group's partition."""
+    """(error, (node id, host, port on the asking client's listener)) of the leader of the
+    group's partition."""
     view = replication.view
     if view is None or OFFSETS_TOPIC not in view.topics:
         creator.ensure()
@@ -126,7 +128,7 @@ def find_coordinator(
     if versioned is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
     leader = versioned.state.leader
-    endpoint = view.brokers.get(leader)
+    endpoint = view.endpoint(leader, listener_name)
     if endpoint is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
     return ErrorCode.NONE, (leader, endpoint[0], endpoint[1])

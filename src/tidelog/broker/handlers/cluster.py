@@ -131,9 +131,13 @@ async def handle_metadata(deps: ClusterDeps, context: RequestContext, request: A
                 authorizer, context, request, name
             ),
         ))
+    # Each broker's endpoint on the listener this request came through; a broker without
+    # that listener is left out (Kafka's rule: clients only see what they can reach).
+    endpoints = ((b, view.endpoint(b, context.listener_name)) for b in sorted(view.brokers))
     brokers = tuple(
-        responses.build(module.MetadataResponseBroker, node_id=b, host=host, port=port, rack=None)
-        for b, (host, port) in sorted(view.brokers.items())
+        responses.build(module.MetadataResponseBroker, node_id=b, host=where[0], port=where[1],
+                        rack=None)
+        for b, where in endpoints if where is not None
     )
     return responses.build(
         responses.response_class(ApiKey.METADATA, version),

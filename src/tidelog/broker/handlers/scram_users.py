@@ -81,10 +81,12 @@ def _refused(deps: ScramUsersDeps, context: RequestContext, operation: AclOperat
 async def handle_describe(deps: ScramUsersDeps, context: RequestContext, request: Any) -> Any:
     module = responses.response_module(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0)
     if _refused(deps, context, AclOperation.DESCRIBE):
+        # Kafka's getErrorResponse: the error and the exception's message, no results.
+        # (librdkafka 2.16 aborts the process on this answer, from Kafka too: docs/security.md.)
         return responses.build(
             responses.response_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0),
             throttle_time=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-            error_message=None, results=(),
+            error_message="Cluster authorization failed.", results=(),
         )
     users = await asyncio.to_thread(_read, deps)
     wanted = [u.name for u in request.users] if request.users else sorted(users)

@@ -80,10 +80,20 @@ class ClusterView:
     """One consistent-enough read of the cluster (each znode read once, in order)."""
 
     controller_id: int
-    brokers: Mapping[int, tuple[str, int]]
+    brokers: Mapping[int, tuple[str, int]]  # live brokers' inter-broker endpoints
     topics: Mapping[str, TopicAssignment]
     configs: Mapping[str, Mapping[str, str]]
     states: Mapping[TopicPartition, VersionedState] = field(default_factory=dict)
+    # live brokers' endpoints by listener name: what Metadata answers on each listener
+    listeners: Mapping[int, Mapping[str, tuple[str, int]]] = field(default_factory=dict)
+
+    def endpoint(self, broker_id: int, listener: str) -> tuple[str, int] | None:
+        """A live broker's address on `listener` (None: not live, or no such listener there;
+        before per-listener registrations, the inter-broker endpoint serves every name)."""
+        by_name = self.listeners.get(broker_id)
+        if by_name is None:
+            return self.brokers.get(broker_id)
+        return by_name.get(listener)
 
 
 class _WakingInbox(EventInbox):
@@ -330,10 +340,16 @@ class ClusterAgent:
 
     def _read_view(self) -> ClusterView:
         store = self._member.store
-        brokers = {
-            broker_id: (live.registration.host, live.registration.port)
-            for broker_id, live in store.live_brokers().items()
-        }
+        # Peers replicate through the listener named like our own first endpoint (Kafka's
+        # inter.broker.listener.name is the same on every broker).
+        inter_broker = self._registration.listener
+        brokers: dict[int, tuple[str, int]] = {}
+        listeners: dict[int, dict[str, tuple[str, int]]] = {}
+        for broker_id, live in store.live_brokers().items():
+            registration = live.registration
+            endpoint = registration.endpoint(inter_broker) or registration.endpoints[0]
+            brokers[broker_id] = (endpoint.host, endpoint.port)
+            listeners[broker_id] = {e.listener: (e.host, e.port) for e in registration.endpoints}
         topics: dict[str, TopicAssignment] = {}
         configs: dict[str, dict[str, str]] = {}
         states: dict[TopicPartition, VersionedState] = {}
@@ -362,7 +378,8 @@ class ClusterAgent:
                     states[tp] = state
         controller = store.controller_id()
         return ClusterView(
-            controller if controller is not None else -1, brokers, topics, configs, states
+            controller if controller is not None else -1, brokers, topics, configs, states,
+            listeners,
         )
 
     def _topic_config(self, topic: str) -> dict[str, str]:

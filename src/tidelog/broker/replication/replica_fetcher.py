@@ -15,10 +15,8 @@ Runs on the event loop (asyncio streams); must not block.
    broker's group-commit thread) before its next fetch, so the offset the leader counts as
    ours, and so its high watermark and every acks=all acknowledgement, is on our disk.
 
-Frames (client side): int32 size, then the request header and body, both encoded by kio
-from the request schema's own header schema (v2 for these flexible versions); the answer is
-int32 size, the response header of the response schema (v1: correlation_id, tagged fields),
-the body. No header bytes are written by hand.
+Connections, framing, TLS and SASL to the leader: broker/peer_client.py (the inter-broker
+listener's security, `security.inter.broker.protocol`).
 """
 
 from __future__ import annotations
@@ -26,18 +24,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import io
 import logging
-import struct
 import sys
 from typing import TYPE_CHECKING, Any
 
-from kio.serial import entity_reader, entity_writer
-
 from tidelog.broker import clock
+from tidelog.broker.peer_client import PeerConnection, PeerError, connect_peer
 from tidelog.errors import ErrorCode, KafkaError, TidelogError
 from tidelog.protocol import responses
-from tidelog.protocol.codec import request_schema, response_schema
+from tidelog.protocol.codec import request_schema
 from tidelog.records.batch import split_batches
 from tidelog.storage.leader_epochs import UNDEFINED
 
@@ -52,26 +47,7 @@ FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 RETRY_BACKOFF_S = 0.2  # before reconnecting after an error (not a poll)
 ENDPOINT_WAIT_MS = 60_000
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 CLIENT_ID = "tidelog-replica-fetcher"
-_SIZE = struct.Struct(">i")
-
-
-def encode_request(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
-    """One framed request: size, the schema's own request header (kio), the body (kio)."""
-    schema = request_schema(api_key, version)
-    header = schema.__header_schema__(
-        request_api_key=api_key, request_api_version=version,
-        correlation_id=correlation_id, client_id=CLIENT_ID,
-    )
-    buffer = io.BytesIO()
-    buffer.write(b"\0\0\0\0")  # size, filled in below
-    entity_writer(type(header))(buffer, header)
-    entity_writer(schema)(buffer, body)
-    frame = buffer.getbuffer()
-    _SIZE.pack_into(frame, 0, len(frame) - 4)
-    del frame
-    return buffer.getvalue()
 
 
 class FetcherStopped(Exception):
@@ -94,7 +70,6 @@ class ReplicaFetcher:
         self._leader_epoch = leader_epoch
         self._node_id = replication.node_id
         self._task: asyncio.Task[None] | None = None
-        self._correlation_id = 0
         self._stopped = False
 
     def _check_current(self) -> None:
@@ -135,52 +110,32 @@ class ReplicaFetcher:
                 await self._replication.wait_for_view(
                     lambda view: self._leader_id in view.brokers, ENDPOINT_WAIT_MS)
                 continue
-            writer: asyncio.StreamWriter | None = None
+            connection: PeerConnection | None = None
             try:
-                reader, writer = await asyncio.open_connection(*endpoint)
-                await self._truncate(reader, writer)
+                connection = await connect_peer(
+                    self._replication.peer_security, *endpoint, CLIENT_ID)
+                await self._truncate(connection)
                 while True:
-                    await self._fetch_once(reader, writer)
-            except (OSError, asyncio.IncompleteReadError, TidelogError) as error:
+                    await self._fetch_once(connection)
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, TidelogError) as error:
                 log.info("%s: fetching from %d: %s; retrying", tp, self._leader_id, error)
             finally:
-                if writer is not None:
-                    writer.close()
+                if connection is not None:
+                    connection.close()
             await asyncio.sleep(RETRY_BACKOFF_S)
 
     # ------------------------------------------------------------ wire
 
-    async def _call(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        api_key: int,
-        version: int,
-        body: Any,
-    ) -> Any:
-        self._correlation_id += 1
-        writer.write(encode_request(api_key, version, self._correlation_id, body))
-        await writer.drain()
-        (size,) = _SIZE.unpack(await reader.readexactly(4))
-        if not 5 <= size <= MAX_RESPONSE_BYTES:
-            raise FetcherError(f"response of {size} bytes")
-        frame = await reader.readexactly(size)
-        schema = response_schema(api_key, version)
+    async def _call(self, connection: PeerConnection, api_key: int, version: int,
+                    body: Any) -> Any:
         try:
-            header, position = entity_reader(schema.__header_schema__)(frame, 0)
-            if header.correlation_id != self._correlation_id:
-                raise FetcherError(
-                    f"correlation id {header.correlation_id} != {self._correlation_id}")
-            response, _ = entity_reader(schema)(frame, position)
-        except FetcherError:
-            raise
-        except Exception as error:  # kio raises assorted errors on malformed input
-            raise FetcherError(f"malformed response to api {api_key}: {error}") from error
-        return response
+            return await connection.call(api_key, version, body)
+        except PeerError as error:
+            raise FetcherError(str(error)) from error
 
     # ------------------------------------------------------------ truncation
 
-    async def _truncate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _truncate(self, connection: PeerConnection) -> None:
         state = self._state
         epochs = state.epochs
         latest = epochs.latest_epoch
@@ -209,7 +164,7 @@ class ReplicaFetcher:
                 ),
             ),
         )
-        response = await self._call(reader, writer, EPOCH_KEY, EPOCH_VERSION, request)
+        response = await self._call(connection, EPOCH_KEY, EPOCH_VERSION, request)
         answer = response.topics[0].partitions[0]
         if answer.error_code != ErrorCode.NONE:
             raise FetcherError(f"OffsetForLeaderEpoch: {ErrorCode(answer.error_code).name}")
@@ -232,9 +187,7 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------ fetching
 
-    async def _fetch_once(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _fetch_once(self, connection: PeerConnection) -> None:
         state = self._state
         schema = request_schema(FETCH_KEY, FETCH_VERSION)
         module = sys.modules[schema.__module__]
@@ -268,7 +221,7 @@ class ReplicaFetcher:
             forgotten_topics_data=(),
             rack_id="",
         )
-        response = await self._call(reader, writer, FETCH_KEY, FETCH_VERSION, request)
+        response = await self._call(connection, FETCH_KEY, FETCH_VERSION, request)
         if response.error_code != ErrorCode.NONE:
             raise FetcherError(f"fetch: {ErrorCode(response.error_code).name}")
         for topic in response.responses:

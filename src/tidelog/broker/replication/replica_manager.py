@@ -28,6 +28,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from tidelog.broker import clock
+from tidelog.broker.peer_client import PeerSecurity
 from tidelog.broker.replication import isr
 from tidelog.broker.replication.cluster_agent import ClusterAgent, ClusterSettings, ClusterView
 from tidelog.broker.replication.hw_checkpointer import HighWatermarkCheckpointer
@@ -68,6 +69,7 @@ class Replication(LeaderRequests):
         self.view: ClusterView | None = None
         self.partitions: dict[TopicPartition, ReplicaState] = {}
         self.agent: ClusterAgent | None = None
+        self.peer_security = PeerSecurity()  # the inter-broker listener's (cluster_link)
         self.first_view = asyncio.Event()
         self._view_changed = asyncio.Event()  # set and replaced on every new view
         self._isr_task: asyncio.Task[None] | None = None

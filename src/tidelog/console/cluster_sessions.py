@@ -1,0 +1,118 @@
+"""Against a SASL cluster every signed-in user talks to the cluster as themselves: their session
+gets its own `Cluster` (admin, producer and browsing consumers) made with their credentials, so
+the cluster's ACLs decide what they see and do.
+
+Bounded: at most `limit` sessions have clients open; the least recently used are closed first
+(and made again from the session's credentials on its next call). Sign-out and expiry close
+them at once. Sign-in is checked by a real SASL handshake (`verify_credentials`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from tidelog.console.cluster import Cluster
+from tidelog.console.errors import ClusterError, Unauthenticated, describe_error
+
+MakeCluster = Callable[[Mapping[str, str]], Cluster]
+# librdkafka retries a refused SASL handshake for ever; these errors end the sign-in at once.
+_AUTHENTICATION_ERRORS = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
+
+
+def sasl_settings(credentials: tuple[str, str]) -> dict[str, str]:
+    user, password = credentials
+    return {"sasl.username": user, "sasl.password": password}
+
+
+class SessionClusters:
+    def __init__(self, make: MakeCluster, limit: int) -> None:
+        self._make = make
+        self._limit = limit
+        self._open: OrderedDict[str, Cluster] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, session_id: str, credentials: tuple[str, str]) -> Cluster:
+        evicted: list[Cluster] = []
+        with self._lock:
+            cluster = self._open.get(session_id)
+            if cluster is None:
+                cluster = self._make(sasl_settings(credentials))
+                self._open[session_id] = cluster
+                while len(self._open) > self._limit:
+                    evicted.append(self._open.popitem(last=False)[1])
+            self._open.move_to_end(session_id)
+        for old in evicted:
+            _close_later(old)
+        return cluster
+
+    def drop(self, session_id: str) -> None:
+        with self._lock:
+            cluster = self._open.pop(session_id, None)
+        if cluster is not None:
+            _close_later(cluster)
+
+    def close_all(self) -> None:
+        with self._lock:
+            clusters = list(self._open.values())
+            self._open.clear()
+        for cluster in clusters:
+            cluster.close()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+
+def _close_later(cluster: Cluster) -> None:
+    """Closing flushes the producer (up to a second): never on the event loop, which is where
+    sessions expire and are evicted."""
+    threading.Thread(target=cluster.close, name="close-session-clients", daemon=True).start()
+
+
+def verify_credentials(base: Mapping[str, Any], credentials: tuple[str, str],
+                       mechanism: str, timeout_s: float) -> None:
+    """A SASL handshake with the user's credentials (librdkafka's, as every later call makes
+    it), then one request (DescribeCluster): any answer, a CLUSTER_AUTHORIZATION_FAILED
+    included, proves the user authenticated."""
+    failures: list[KafkaError] = []
+
+    def on_error(error: KafkaError) -> None:
+        if error.code() in _AUTHENTICATION_ERRORS:
+            failures.append(error)
+
+    settings: dict[str, Any] = {**base, **sasl_settings(credentials), "error_cb": on_error,
+                                "client.id": "tidelog-console-sign-in"}
+    admin = AdminClient(settings)
+    future = admin.describe_cluster(request_timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while not failures and not future.done() and time.monotonic() < deadline:
+        admin.poll(0.05)
+    if failures:
+        future.cancel()
+        raise Unauthenticated(f"wrong user name or password: the cluster refused the "
+                              f"{mechanism} sign-in ({_words(failures[0])})")
+    if not future.done():
+        raise ClusterError("signing in: the cluster did not answer in time", 503)
+    try:
+        future.result(0)
+    except KafkaException as error:
+        kafka_error = error.args[0] if error.args else None
+        if isinstance(kafka_error, KafkaError) and \
+                kafka_error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            return  # authenticated; the ACLs just do not let this user describe the cluster
+        raise describe_error(error, "signing in") from None
+
+
+def _words(error: KafkaError) -> str:
+    """librdkafka's "host/bootstrap: SASL authentication error: TEXT (after 107ms in state
+    AUTH_REQ)" without the address and the timing."""
+    text = error.str()
+    text = text.split("SASL authentication error: ", 1)[-1]
+    return re.sub(r" \(after \d+ms in state \w+\)$", "", text)
