@@ -32,6 +32,7 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
 DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 90, 91, 92
+DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -60,6 +61,7 @@ API_NAMES = {
     DESCRIBE_SHARE_GROUP_OFFSETS: "DescribeShareGroupOffsets",
     ALTER_SHARE_GROUP_OFFSETS: "AlterShareGroupOffsets",
     DELETE_SHARE_GROUP_OFFSETS: "DeleteShareGroupOffsets",
+    DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas", ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
 }
 T0 = 1_600_000_000_000  # 2020-09-13T12:26:40Z: every record timestamp is T0 + something
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
@@ -483,6 +485,7 @@ def sessions(token: str) -> list[Session]:
         _internal_topics(t),
         _sasl_on_plaintext(t),
         _scram_users(t),
+        _client_quotas(t),
     ]
 
 
@@ -606,6 +609,74 @@ def _scram_users(t: str) -> Session:
         Step("alter-delete", ALTER_USER_SCRAM_CREDENTIALS, 0, alter([(f"{u}1", 1)], [])),
     ]
     return Session("scram_users", steps)
+
+
+def _client_quotas(t: str) -> Session:
+    """Describe/AlterClientQuotas (Kafka: KRaft metadata; Tidelog: the data dir). One entry
+    per AlterClientQuotas step: Kafka answers entries in its map's order."""
+
+    def entry(parts: list[tuple[str, str | None]], ops: list[tuple[str, float, bool]]
+              ) -> dict[str, Any]:
+        return {"entity": [{"entity_type": k, "entity_name": n} for k, n in parts],
+                "ops": [{"key": k, "value": v, "remove": r} for k, v, r in ops]}
+
+    def alter(parts: list[tuple[str, str | None]], ops: list[tuple[str, float, bool]],
+              validate_only: bool = False) -> dict[str, Any]:
+        return {"entries": [entry(parts, ops)], "validate_only": validate_only}
+
+    def describe(components: list[tuple[str, int, str | None]], strict: bool = True
+                 ) -> dict[str, Any]:
+        return {"components": [{"entity_type": k, "match_type": m, "match": s}
+                               for k, m, s in components], "strict": strict}
+
+    def found(response: Any) -> bool:
+        return bool(response["entries"])
+
+    user, client = f"{t}quser", f"{t}qclient"
+    rate = [("producer_byte_rate", 1024.0, False)]
+    steps = [
+        Step("alter-user", ALTER_CLIENT_QUOTAS, 1,
+             alter([("user", user)], [*rate, ("request_percentage", 12.5, False)])),
+        Step("alter-user-default-client", ALTER_CLIENT_QUOTAS, 0,
+             alter([("user", user), ("client-id", None)], [("consumer_byte_rate", 2048.0, False)])),
+        Step("describe-user", DESCRIBE_CLIENT_QUOTAS, 1, describe([("user", 0, user)]),
+             until=found),
+        Step("describe-user-any-client", DESCRIBE_CLIENT_QUOTAS, 0,
+             describe([("user", 0, user), ("client-id", 2, None)]), until=found),
+        Step("describe-missing", DESCRIBE_CLIENT_QUOTAS, 1, describe([("client-id", 0, client)])),
+        Step("describe-unknown-type", DESCRIBE_CLIENT_QUOTAS, 1, describe([("group", 0, "g")])),
+        Step("describe-exact-null", DESCRIBE_CLIENT_QUOTAS, 1, describe([("user", 0, None)])),
+        Step("describe-default-with-match", DESCRIBE_CLIENT_QUOTAS, 1,
+             describe([("user", 1, "x")])),
+        Step("describe-twice", DESCRIBE_CLIENT_QUOTAS, 1,
+             describe([("user", 0, user), ("user", 2, None)])),
+        Step("describe-ip-with-user", DESCRIBE_CLIENT_QUOTAS, 1,
+             describe([("user", 0, user), ("ip", 2, None)])),
+        Step("describe-bad-match-type", DESCRIBE_CLIENT_QUOTAS, 1, describe([("user", 9, None)])),
+        Step("alter-validate-only", ALTER_CLIENT_QUOTAS, 1,
+             alter([("client-id", client)], rate, validate_only=True)),
+        Step("describe-after-validate-only", DESCRIBE_CLIENT_QUOTAS, 1,
+             describe([("client-id", 0, client)])),
+        Step("alter-empty-entity", ALTER_CLIENT_QUOTAS, 1, alter([], rate)),
+        Step("alter-unknown-type", ALTER_CLIENT_QUOTAS, 1, alter([("group", "g")], rate)),
+        Step("alter-empty-name", ALTER_CLIENT_QUOTAS, 1, alter([("user", "")], rate)),
+        Step("alter-ip-with-user", ALTER_CLIENT_QUOTAS, 1,
+             alter([("user", user), ("ip", "127.0.0.1")], rate)),
+        Step("alter-unknown-key", ALTER_CLIENT_QUOTAS, 1,
+             alter([("user", user)], [("foo", 1, False)])),
+        Step("alter-zero", ALTER_CLIENT_QUOTAS, 1,
+             alter([("user", user)], [("producer_byte_rate", 0.0, False)])),
+        Step("alter-fraction", ALTER_CLIENT_QUOTAS, 1,
+             alter([("user", user)], [("producer_byte_rate", 1.5, False)])),
+        Step("alter-ip-key-on-user", ALTER_CLIENT_QUOTAS, 1,
+             alter([("user", user)], [("connection_creation_rate", 5.0, False)])),
+        Step("alter-remove", ALTER_CLIENT_QUOTAS, 1,
+             alter([("user", user)], [("producer_byte_rate", 0.0, True),
+                                      ("request_percentage", 0.0, True)])),
+        Step("alter-remove-other", ALTER_CLIENT_QUOTAS, 1,
+             alter([("user", user), ("client-id", None)], [("consumer_byte_rate", 0.0, True)])),
+    ]
+    return Session("client_quotas", steps)
 
 
 def _metadata(t: str) -> Session:

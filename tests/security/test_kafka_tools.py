@@ -37,7 +37,7 @@ def test_kafka_configs_and_java_clients_over_sasl_ssl(
         "--add-config", "SCRAM-SHA-512=[iterations=8192,password=frank-secret]",
         "--entity-type", "users", "--entity-name", "frank",
     )
-    # (kafka-configs --describe of users also asks DescribeClientQuotas: quotas are not built;
+    # (kafka-configs --describe of users would list SCRAM mechanisms and quotas together;
     # the same properties file serves `tidelog users list`.)
     described = tidelog("users", "list", "--bootstrap", bootstrap, "--command-config", admin)
     assert "frank\tSCRAM-SHA-512 (iterations=8192)" in described, described

@@ -89,6 +89,8 @@ class BrokerConfig:
     authorizer_class_name: str = ""
     super_users: frozenset[str] = frozenset()  # super.users=User:admin;User:ops
     allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
+    quota_window_num: int = 11  # quota.window.num (samples of the client quota rates)
+    quota_window_size_seconds: int = 1  # quota.window.size.seconds
     # Every listener, the first one first; listen_*/advertised_* above mirror the first one.
     # Security settings stay in `raw` (read per listener: listener_config.listener_setting).
     listeners: tuple[ListenerSpec, ...] = ()
@@ -177,6 +179,8 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "errors.deadletterqueue.auto.create.topics.enable": (
         "errors_deadletterqueue_auto_create_topics_enable", _parse_bool
     ),
+    "quota.window.num": ("quota_window_num", _parse_int),
+    "quota.window.size.seconds": ("quota_window_size_seconds", _parse_int),
     "transaction.state.log.num.partitions": (
         "transaction_state_log_num_partitions", _parse_int
     ),
@@ -377,3 +381,5 @@ def _check(config: BrokerConfig) -> None:
         raise ConfigError("queued.max.requests must be at least 1")
     if config.node_id < 0:
         raise ConfigError("node.id must not be negative")
+    if config.quota_window_num < 1 or config.quota_window_size_seconds < 1:
+        raise ConfigError("quota.window.num and quota.window.size.seconds must be at least 1")

@@ -27,6 +27,7 @@ from tidelog.broker.handlers import (
     acls,
     admin,
     api_versions,
+    client_quotas,
     fetch,
     groups,
     list_offsets,
@@ -44,6 +45,7 @@ from tidelog.broker.handlers import (
 from tidelog.broker.handlers.admin_common import AdminDeps
 from tidelog.broker.handlers.context import Handler, HandlerTable, RequestContext
 from tidelog.broker.handlers.groups_common import CoordinatorLocator, GroupDeps
+from tidelog.broker.handlers.quota_throttle import with_request_quota
 from tidelog.broker.handlers.share_common import ShareDeps
 from tidelog.broker.internal_topics import TRANSACTION_STATE_TOPIC
 from tidelog.broker.listener_config import ListenerSpec
@@ -60,7 +62,6 @@ from tidelog.broker.transactions import service as transaction_service
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.records.batch import RecordBatch
-from tidelog.security.scram_credentials import CredentialCache
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.timer_records import TIMER_TOPIC
 from tidelog.types import TopicPartition
@@ -110,6 +111,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
                 load_transactions, cluster=replication is not None
             ),
             divert=partial(_divert, broker) if replication is None else None,
+            quotas=broker.quotas,
         )
     )
     table |= fetch.handlers(
@@ -120,6 +122,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             broker.metrics,
             broker.lifecycle,
             authorizer,
+            broker.quotas,
         )
     )
     table |= list_offsets.handlers(
@@ -131,6 +134,9 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     table |= sasl.handlers()
     table |= admin.handlers(AdminDeps(config, broker.identity, topics, authorizer))
     table |= acls.handlers(acls.AclDeps(authorizer, broker.acl_store))
+    table |= client_quotas.handlers(
+        client_quotas.ClientQuotaDeps(authorizer, broker.quota_store, broker.quotas)
+    )
     locator = _coordinator_locator(broker, replication)
     table |= groups.handlers(GroupDeps(
         topics, load_groups, locator, authorizer, _transaction_locator(broker, replication)
@@ -140,8 +146,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         transactions_admin.TransactionAdminDeps(topics, load_transactions, authorizer, replication)
     )
     if replication is None:
-        # Single node: users in the data directory. A cluster keeps them per broker today,
-        # so it does not serve the SCRAM admin APIs (docs/security.md).
+        # Single node: users in the data directory (a cluster: in ZooKeeper, below).
         table |= scram_users.handlers(scram_users.ScramUsersDeps(config.data_dir, authorizer))
         # Share groups (KIP-932): single node only for now (docs/groups.md).
         load_shares = partial(share_service.service, broker)
@@ -171,6 +176,12 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             producer.handlers(producer.ProducerIdDeps(
                 broker.producer_ids, authorizer, txn_deps))[ApiKey.INIT_PRODUCER_ID],
         )
+        if broker.user_store is not None:  # SCRAM users in ZooKeeper, as Kafka's ZK mode
+            table |= scram_users.handlers(scram_users.ScramUsersDeps(
+                config.data_dir, authorizer, store=broker.user_store,
+                on_change=broker.credentials.replace,
+            ))
+    with_request_quota(table, broker.quotas)  # request_percentage around every handler
     return table
 
 
@@ -263,7 +274,7 @@ class BrokerServer:
         """One Listener per `listeners` entry, bound (not yet accepting); the config then
         carries the real ports (port 0 picks one)."""
         config = self.broker.config
-        credentials = CredentialCache(config.data_dir)
+        credentials = self.broker.credentials
         bound: list[ListenerSpec] = []
         addresses: list[tuple[str, int]] = []
         for spec in config.listeners:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 from tidelog.broker import clock
 from tidelog.broker.acl_store import AclStore, FileAclStore
@@ -19,6 +20,8 @@ from tidelog.broker.config import BrokerConfig
 from tidelog.broker.delayed import AppendWaiters
 from tidelog.broker.metadata import TopicInfo, TopicStore, load_or_create_cluster_id
 from tidelog.broker.producer_ids import ProducerIdAllocator
+from tidelog.broker.quotas.manager import QuotaManager
+from tidelog.broker.quotas.store import FileQuotaStore, QuotaStore
 from tidelog.broker.services import (
     NULL_METRICS,
     ClusterIdentity,
@@ -29,6 +32,8 @@ from tidelog.broker.services import (
 )
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.security.authorizer import Authorizer
+from tidelog.security.quota_rate import QuotaWindow
+from tidelog.security.scram_credentials import CredentialCache
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.manager import LogManager
 
@@ -62,6 +67,17 @@ class Broker:
             self.authorizer = Authorizer(
                 config.super_users, config.allow_everyone_if_no_acl_found, self.acl_store.load()
             )
+        # Client quotas (Describe/AlterClientQuotas), applied to Produce and Fetch.
+        self.quota_store: QuotaStore = FileQuotaStore(config.data_dir)
+        self.quotas = QuotaManager(
+            self.quota_store.load(),
+            QuotaWindow(config.quota_window_num, config.quota_window_size_seconds * 1000),
+            clock.monotonic_ms,
+        )
+        # SCRAM users as SASL sees them: the data directory's file on a single node; in a
+        # cluster, ZooKeeper's /config/users (`user_store`, a cluster/zk_scram.ZkScramStore).
+        self.credentials = CredentialCache(config.data_dir)
+        self.user_store: Any = None
         self.append_waiters = AppendWaiters()
         self.lifecycle = Lifecycle()
         self.metrics: Metrics = NULL_METRICS
@@ -123,6 +139,7 @@ class Broker:
     def tick(self) -> None:
         """Periodic storage work (retention, flush.ms, checkpoints); cheap when nothing is due."""
         self.logs.tick(clock.now_ms())
+        self.quotas.expire()
 
     def close(self) -> None:
         """Flush everything and write the clean-shutdown marker."""

@@ -70,6 +70,8 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         42: (0, 2),  # DeleteGroups
         44: (0, 1),  # IncrementalAlterConfigs
         47: (0, 0),  # OffsetDelete
+        48: (0, 1),  # DescribeClientQuotas (KIP-546)
+        49: (0, 1),  # AlterClientQuotas
         50: (0, 0),  # DescribeUserScramCredentials (single node: the data directory's store)
         51: (0, 0),  # AlterUserScramCredentials
         60: (0, 1),  # DescribeCluster
@@ -126,6 +128,8 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         42: "DeleteGroups",
         44: "IncrementalAlterConfigs",
         47: "OffsetDelete",
+        48: "DescribeClientQuotas",
+        49: "AlterClientQuotas",
         50: "DescribeUserScramCredentials",
         51: "AlterUserScramCredentials",
         60: "DescribeCluster",

@@ -212,13 +212,21 @@ class CredentialCache:
         self._data_dir = data_dir
         self._stamp: tuple[int, int] | None = None
         self._users: Users = {}
+        self._replaced: Users | None = None  # cluster mode: ZooKeeper's users, not the file
 
     def lookup(self, username: str, mechanism: str) -> ScramCredential | None:
         return self.credentials(username).get(mechanism)
 
     def credentials(self, username: str) -> dict[str, ScramCredential]:
+        if self._replaced is not None and username in self._replaced:
+            return self._replaced[username]
         self._refresh()
         return self._users.get(username, {})
+
+    def replace(self, users: Mapping[str, Mapping[str, ScramCredential]]) -> None:
+        """A cluster's users (ZooKeeper's /config/users): they come first; a name ZooKeeper
+        does not hold is still looked up in the file (users added offline per broker)."""
+        self._replaced = {name: dict(mechanisms) for name, mechanisms in users.items()}
 
     def _refresh(self) -> None:
         try:

@@ -161,6 +161,9 @@ REQUIRED: dict[ApiKey, tuple[Requirement, ...]] = {
     ApiKey.SASL_AUTHENTICATE: (),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (Requirement(Op.ALTER, Type.CLUSTER),),
+    # Client quotas: the cluster's configs (top-level refusal / every entry refused).
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (Requirement(Op.DESCRIBE_CONFIGS, Type.CLUSTER),),
+    ApiKey.ALTER_CLIENT_QUOTAS: (Requirement(Op.ALTER_CONFIGS, Type.CLUSTER),),
 }
 
 REFUSAL: dict[ResourceType, ErrorCode] = {

@@ -29,6 +29,14 @@ class RequestContext:
     # (Metadata answers with that listener's endpoints; ARCHITECTURE D13).
     principal: KafkaPrincipal = ANONYMOUS
     listener_name: str = "PLAINTEXT"
+    # The whole request frame's size (Kafka's produce quota counts it) and the connection's
+    # throttle (KIP-219: stop reading from it for that many ms after this response).
+    request_bytes: int = 0
+    mute: Callable[[int], None] | None = None
+
+    @property
+    def client_id(self) -> str:
+        return self.header.client_id or ""
 
 
 # The request is a kio entity (or wire.ProduceRequestData), whose classes kio generates per

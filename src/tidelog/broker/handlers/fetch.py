@@ -21,6 +21,8 @@ from tidelog.broker import clock
 from tidelog.broker.delayed import AppendWaiters
 from tidelog.broker.handlers.authorization import Op, Type, allowed_names, cluster_allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.quota_throttle import fetch_max_bytes, fetch_throttle_ms
+from tidelog.broker.quotas.manager import QuotaManager
 from tidelog.broker.services import Lifecycle, Metrics, PartitionReplication
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError
@@ -47,6 +49,7 @@ class FetchDeps:
     metrics: Metrics
     lifecycle: Lifecycle
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
+    quotas: QuotaManager | None = None  # client quotas (consumer_byte_rate); None: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +234,8 @@ async def handle_fetch(deps: FetchDeps, context: RequestContext, request: Any) -
     partitions = [item.tp for item in wanted if item.name]
     replica_id = _replica_id(request)
     read_committed = int(request.isolation_level) == 1
+    if replica_id < 0:  # followers are not client-quota'd (replication quotas are not built)
+        max_bytes = fetch_max_bytes(deps.quotas, context, max_bytes)
     refused = frozenset[str]()
     if deps.authorizer is not None:
         refused = _refused(deps.authorizer, context, wanted, replica_id)
@@ -247,8 +252,18 @@ async def handle_fetch(deps: FetchDeps, context: RequestContext, request: Any) -
             await deps.append_waiters.wait(partitions, remaining_ms)
         finally:
             deps.metrics.record_fetch_parked(-1)
+    if replica_id >= 0 or deps.quotas is None:
+        deps.metrics.record_fetch_response(wanted, topics)
+        return encode_fetch_response(context.header, topics)
+    response = encode_fetch_response(context.header, topics)
+    # consumer_byte_rate counts the whole response, as Kafka's (getResponseSize)
+    throttle_ms = fetch_throttle_ms(deps.quotas, context, response.size)
+    if throttle_ms > 0:
+        # KIP-219: over quota, the answer is empty and carries the throttle time
+        _close(topics)
+        return encode_fetch_response(context.header, [], throttle_time_ms=throttle_ms)
     deps.metrics.record_fetch_response(wanted, topics)
-    return encode_fetch_response(context.header, topics)
+    return response
 
 
 def handlers(deps: FetchDeps) -> HandlerTable:

@@ -29,7 +29,9 @@ from tidelog.broker import clock
 from tidelog.broker.delayed import AppendWaiters
 from tidelog.broker.handlers.authorization import Op, Type, allowed, allowed_names
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
+from tidelog.broker.handlers.quota_throttle import produce_throttle_ms
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
+from tidelog.broker.quotas.manager import QuotaManager
 from tidelog.broker.services import Metrics, PartitionReplication
 from tidelog.broker.timers.service import Diverted
 from tidelog.broker.topic_registry import TopicRegistry
@@ -75,6 +77,7 @@ class ProduceDeps:
     # Delayed delivery (docs/delivery.md): splits the batches of a topic with
     # tidelog.delivery.delay.enable=true. None (cluster mode): such topics refuse produce.
     divert: DivertHook | None = None
+    quotas: QuotaManager | None = None  # client quotas (producer_byte_rate); None: none
 
 
 def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
@@ -265,6 +268,7 @@ async def handle_produce(
         topic_responses.append((topic.name, partition_responses))
 
     if request.acks == 0:
+        produce_throttle_ms(deps.quotas, context)  # no answer: the mute alone slows it
         return None
     if durable_waits:
         outcomes = await asyncio.gather(
@@ -304,7 +308,7 @@ async def handle_produce(
             )
             for name, partition_fields in topic_responses
         ),
-        throttle_time=0,
+        throttle_time=produce_throttle_ms(deps.quotas, context),
     )
 
 

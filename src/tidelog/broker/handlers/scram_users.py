@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tidelog.broker.handlers.authorization import cluster_allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
@@ -39,11 +40,35 @@ MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 _MECHANISM_NAMES = {number: name for name, number in MECHANISM_IDS.items()}
 
 
+class UserStore(Protocol):
+    """Where a cluster keeps its users (ZooKeeper's /config/users, cluster/zk_scram.py).
+    Blocking calls, run on a worker thread."""
+
+    def read(self) -> Users: ...
+
+    def write(self, users: Users) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ScramUsersDeps:
     data_dir: Path
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # A cluster: the users live in `store`, and `on_change` hands the new set to this broker's
+    # credential cache at once (the other brokers follow ZooKeeper's change notice).
+    store: UserStore | None = None
+    on_change: Callable[[Users], None] | None = None
+
+
+def _read(deps: ScramUsersDeps) -> Users:
+    return deps.store.read() if deps.store is not None else read_store(deps.data_dir)
+
+
+def _write(deps: ScramUsersDeps, users: Users) -> None:
+    if deps.store is not None:
+        deps.store.write(users)
+    else:
+        write_store(deps.data_dir, users)
 
 
 def _refused(deps: ScramUsersDeps, context: RequestContext, operation: AclOperation) -> bool:
@@ -63,7 +88,7 @@ async def handle_describe(deps: ScramUsersDeps, context: RequestContext, request
             throttle_time=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             error_message="Cluster authorization failed.", results=(),
         )
-    users = await asyncio.to_thread(read_store, deps.data_dir)
+    users = await asyncio.to_thread(_read, deps)
     wanted = [u.name for u in request.users] if request.users else sorted(users)
     counts = Counter(wanted)
     results = []
@@ -111,10 +136,12 @@ async def handle_alter(deps: ScramUsersDeps, context: RequestContext, request: A
             ),
         )
     async with deps.lock:
-        users = await asyncio.to_thread(read_store, deps.data_dir)
+        users = await asyncio.to_thread(_read, deps)
         outcome = _alter(users, request)
         if any(error is ErrorCode.NONE for error, _ in outcome.values()):
-            await asyncio.to_thread(write_store, deps.data_dir, users)
+            await asyncio.to_thread(_write, deps, users)
+            if deps.on_change is not None:
+                deps.on_change(users)
     results = tuple(
         responses.build(module.AlterUserScramCredentialsResult, user=name, error_code=error,
                         error_message=message)

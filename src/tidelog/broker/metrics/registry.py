@@ -53,6 +53,7 @@ from prometheus_client.core import (
     Metric,
 )
 
+from tidelog.broker.quotas.manager import QuotaStats
 from tidelog.broker.services import FetchedPartition
 from tidelog.protocol.versions import api_name
 from tidelog.protocol.wire import FetchTopicData
@@ -182,6 +183,7 @@ class BrokerMetrics:
         self._connection_source: Callable[[], int] | None = None
         self._partition_source: PartitionSource | None = None
         self._group_source: GroupSource | None = None
+        self._quota_source: Callable[[], Iterable[QuotaStats]] | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -194,6 +196,12 @@ class BrokerMetrics:
 
     def set_connection_source(self, source: Callable[[], int]) -> None:
         self._connection_source = source
+
+    def set_quota_source(self, source: Callable[[], Iterable[QuotaStats]]) -> None:
+        self._quota_source = source
+
+    def quota_stats(self) -> Iterable[QuotaStats]:
+        return () if self._quota_source is None else self._quota_source()
 
     # --- hot path ----------------------------------------------------------------------
     def record_request(self, api_key: int, latency_s: float, error: str | None = None) -> None:
@@ -331,6 +339,7 @@ class _Collector:
             value=m.fetches_parked,
         )
         yield from self._collect_logs_and_groups()
+        yield from _collect_quotas(m.quota_stats())
 
     def _collect_logs_and_groups(self) -> Iterator[Metric]:
         labels = ("topic", "partition")
@@ -374,6 +383,32 @@ class _Collector:
                 lag.add_metric(group_key, max(0, end_offset - entry.committed_offset))
         yield committed
         yield lag
+
+
+def _collect_quotas(stats: Iterable[QuotaStats]) -> Iterator[Metric]:
+    """Kafka's per-entity quota metrics (`byte-rate`/`request-time` and `throttle-time` in
+    the Produce, Fetch and Request groups), one series per sensor."""
+    labels = ("type", "user", "client_id")
+    rate = GaugeMetricFamily(
+        "tidelog_quota_rate",
+        "Client quota usage over the quota window: bytes/s (Produce, Fetch) or percent of "
+        "one handler second per second (Request).",
+        labels=labels,
+    )
+    throttle = CounterMetricFamily(
+        "tidelog_quota_throttle_time_ms", "Throttle time given to the client, summed.",
+        labels=labels,
+    )
+    throttled = CounterMetricFamily(
+        "tidelog_quota_throttled_responses", "Responses that carried a throttle time.",
+        labels=labels,
+    )
+    for item in sorted(stats, key=lambda s: (s.quota_type, s.user, s.client_id)):
+        key = (item.quota_type, item.user, item.client_id)
+        rate.add_metric(key, item.rate)
+        throttle.add_metric(key, item.throttle_time_ms_total)
+        throttled.add_metric(key, item.throttled)
+    yield from (rate, throttle, throttled)
 
 
 def render(metrics: BrokerMetrics) -> bytes:

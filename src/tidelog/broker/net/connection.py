@@ -116,6 +116,7 @@ class Connection(asyncio.BufferedProtocol):
         self._pending: deque[tuple[RequestHeader, asyncio.Future[Any]]] = deque()
         self._fetches_pending = 0  # Fetches whose responses are not yet written
         self._read_blockers: set[str] = set()
+        self._muted_until: float | None = None  # loop.time() a quota throttle ends
         self._writer_task: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
         self._peer: tuple[str, int] = ("", 0)
@@ -190,6 +191,7 @@ class Connection(asyncio.BufferedProtocol):
             not self._closed
             and len(self._pending) < self._max_in_flight
             and "fetches" not in self._read_blockers
+            and "throttled" not in self._read_blockers
         ):
             try:
                 frame = self._frames.next_frame()
@@ -229,7 +231,8 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             return
         context = RequestContext(
-            header, self._peer[0], self._peer[1], self._principal, self._security.listener_name
+            header, self._peer[0], self._peer[1], self._principal, self._security.listener_name,
+            len(frame), self.mute_for,
         )
         task = asyncio.get_running_loop().create_task(self._router.dispatch(context, body))
         self._pending.append((header, task))
@@ -438,6 +441,29 @@ class Connection(asyncio.BufferedProtocol):
             await self._writable.wait()
 
     # --- flow control --------------------------------------------------------------------
+    def mute_for(self, throttle_ms: int) -> None:
+        """KIP-219: a client over its quota is answered at once (with throttle_time_ms) and
+        then not read from until the throttle time has passed; requests already received
+        wait too. A longer throttle extends the mute, a shorter one does not cut it."""
+        if throttle_ms <= 0 or self._closed:
+            return
+        # From now on one request at a time, as Kafka serves every connection: otherwise the
+        # requests the client sent during the mute would all be taken at once when it ends,
+        # each recorded before the first one's throttle could hold the rest back.
+        self._max_in_flight = 1
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if self._muted_until is not None and self._muted_until >= until:
+            return
+        self._muted_until = until
+        self._block_reading("throttled")
+        loop.call_at(until, self._unmute, until)
+
+    def _unmute(self, until: float) -> None:
+        if self._muted_until == until:
+            self._muted_until = None
+            self._unblock_reading("throttled")
+
     def _block_reading(self, reason: str) -> None:
         self._read_blockers.add(reason)
         self._apply_reading()

@@ -42,9 +42,13 @@ from tidelog.cluster.zk_admin import (
     topic_config_path,
 )
 from tidelog.cluster.zk_layout import BrokerRegistration, TopicAssignment, ZkLayoutError
+from tidelog.cluster.zk_quotas import CHANGES_PATH, ZkQuotaError, ZkQuotaStore
+from tidelog.cluster.zk_scram import ZkScramError, ZkScramStore
 from tidelog.cluster.zk_store import VersionedState
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.security.acl import AclBinding
+from tidelog.security.quota_entity import ClientQuotas
+from tidelog.security.scram_credentials import Users
 from tidelog.types import TopicPartition
 
 log = logging.getLogger("tidelog.broker.cluster")
@@ -125,6 +129,8 @@ class ClusterAgent:
         on_view: Callable[[ClusterView], None],
         proposed_cluster_id: str = "",
         on_acls: Callable[[frozenset[AclBinding]], None] | None = None,
+        on_quotas: Callable[[ClientQuotas], None] | None = None,
+        on_users: Callable[[Users], None] | None = None,
     ) -> None:
         self.settings = settings
         self.broker_id = registration.broker_id
@@ -153,6 +159,13 @@ class ClusterAgent:
         self._on_acls = on_acls
         self._acls_dirty = threading.Event()  # new notices to process
         self._acls_stale = threading.Event()  # reconnected: notices may have been missed
+        # Client quotas: any /config/changes notice (or a reconnection) reloads them all.
+        self.quota_store = ZkQuotaStore(self._client)
+        self._on_quotas = on_quotas
+        self._quotas_dirty = threading.Event()
+        # SCRAM users (the same notices): reloaded whole, handed to the credential cache.
+        self.scram_store = ZkScramStore(self._client)
+        self._on_users = on_users
 
     # ------------------------------------------------------------ lifecycle (blocking)
 
@@ -188,6 +201,12 @@ class ClusterAgent:
             for path in CHANGE_PATHS:
                 self._client.ChildrenWatch(path, self._acl_notices)
             self._client.add_listener(self._acl_session_state)
+        if self._on_quotas is not None or self._on_users is not None:
+            # Loaded before the broker says ready, like the ACLs.
+            self.quota_store.ensure_paths()
+            self._refresh_quotas()
+            self._client.ChildrenWatch(CHANGES_PATH, self._quota_notices)
+            self._client.add_listener(self._quota_session_state)
         self._mark_dirty()
         self._thread = threading.Thread(target=self._run, name="zookeeper-agent", daemon=True)
         self._thread.start()
@@ -234,6 +253,15 @@ class ClusterAgent:
             self._acls_dirty.set()
             self._wake.set()
 
+    def _quota_notices(self, children: list[str]) -> None:
+        self._quotas_dirty.set()
+        self._wake.set()
+
+    def _quota_session_state(self, state: KazooState) -> None:
+        if state == KazooState.CONNECTED:
+            self._quotas_dirty.set()
+            self._wake.set()
+
     # ------------------------------------------------------------ the agent thread
 
     def _run(self) -> None:
@@ -251,11 +279,16 @@ class ClusterAgent:
                 if self._acls_dirty.is_set():
                     self._acls_dirty.clear()
                     self._refresh_acls()
+                if self._quotas_dirty.is_set():
+                    self._quotas_dirty.clear()
+                    self._refresh_quotas()
             except (KazooException, KazooTimeoutError, ZkLayoutError, KafkaError) as error:
                 log.warning("cluster view refresh failed (%s); retrying", error)
                 self._mark_dirty()
                 if self._on_acls is not None:
                     self._acls_dirty.set()
+                if self._on_quotas is not None or self._on_users is not None:
+                    self._quotas_dirty.set()
                 self._stopping.wait(RETRY_BACKOFF_S)
                 continue
             if self._member.wait_for_events(0):
@@ -280,6 +313,26 @@ class ClusterAgent:
             # A znode Kafka would not write: keep the last good ACLs (dropping a DENY would
             # be a wrongful grant) and say so; the next notice tries again.
             log.error("ACLs in ZooKeeper cannot be read (%s); keeping the previous ones", error)
+
+    def _refresh_quotas(self) -> None:
+        """After a /config/changes notice: client quotas and SCRAM users, read whole."""
+        if self._on_quotas is not None:
+            try:
+                quotas = self.quota_store.load()
+            except ZkQuotaError as error:
+                log.error("client quotas in ZooKeeper cannot be read (%s); keeping the "
+                          "previous ones", error)
+            else:
+                self._loop.call_soon_threadsafe(self._on_quotas, quotas)
+        if self._on_users is not None:
+            try:
+                users = self.scram_store.read()
+            except ZkScramError as error:
+                log.error("SCRAM users in ZooKeeper cannot be read (%s); keeping the previous "
+                          "ones", error)
+            else:
+                self._loop.call_soon_threadsafe(self._on_users, users)
+        self.quota_store.purge_notices(int(time.time() * 1000))
 
     def _publish(self, bindings: frozenset[AclBinding]) -> None:
         assert self._on_acls is not None
