@@ -98,8 +98,10 @@ def secure_broker(broker_factory: BrokerFactory, tmp_path: Path) -> StartSecure:
     USERS added offline first; returns the bound port of every listener."""
 
     def start(listeners: list[str], settings: Mapping[str, str] | None = None,
-              users: Mapping[str, tuple[str, str]] = USERS) -> SecureBroker:
-        data_dir = tmp_path / f"secure-{len(broker_factory.started)}"
+              users: Mapping[str, tuple[str, str]] = USERS,
+              data_dir: Path | None = None) -> SecureBroker:
+        """`data_dir`: restart on an earlier broker's data directory."""
+        data_dir = data_dir or tmp_path / f"secure-{len(broker_factory.started)}"
         for name, (mechanism, password) in users.items():
             tidelog("users", "add", name, "--password", password, "--mechanism", mechanism,
                     "--data-dir", str(data_dir))

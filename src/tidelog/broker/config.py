@@ -23,6 +23,8 @@ from tidelog.broker.listener_config import (
 )
 from tidelog.errors import KafkaError, TidelogError
 from tidelog.security.principal import KafkaPrincipal, PrincipalError
+from tidelog.security.scram_bootstrap import parse_bootstrap_users
+from tidelog.security.scram_credentials import CredentialStoreError
 from tidelog.storage.config import TOPIC_CONFIG_NAMES, LogConfig
 
 
@@ -89,6 +91,9 @@ class BrokerConfig:
     authorizer_class_name: str = ""
     super_users: frozenset[str] = frozenset()  # super.users=User:admin;User:ops
     allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
+    # SCRAM users added at start when absent (KIP-900's --add-scram syntax; security/
+    # scram_bootstrap.py)
+    scram_bootstrap_users: str = ""
     quota_window_num: int = 11  # quota.window.num (samples of the client quota rates)
     quota_window_size_seconds: int = 1  # quota.window.size.seconds
     # Every listener, the first one first; listen_*/advertised_* above mirror the first one.
@@ -158,6 +163,7 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _parse_int),
     "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _parse_int),
     "authorizer.class.name": ("authorizer_class_name", _parse_str),
+    "tidelog.scram.bootstrap.users": ("scram_bootstrap_users", _parse_str),
     "super.users": ("super_users", _parse_super_users),
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _parse_bool),
     "group.share.record.lock.duration.ms": ("group_share_record_lock_duration_ms", _parse_int),
@@ -381,5 +387,9 @@ def _check(config: BrokerConfig) -> None:
         raise ConfigError("queued.max.requests must be at least 1")
     if config.node_id < 0:
         raise ConfigError("node.id must not be negative")
+    try:
+        parse_bootstrap_users(config.scram_bootstrap_users)
+    except CredentialStoreError as error:
+        raise ConfigError(str(error)) from None
     if config.quota_window_num < 1 or config.quota_window_size_seconds < 1:
         raise ConfigError("quota.window.num and quota.window.size.seconds must be at least 1")

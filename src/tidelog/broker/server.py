@@ -62,6 +62,8 @@ from tidelog.broker.transactions import service as transaction_service
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.records.batch import RecordBatch
+from tidelog.security.scram_bootstrap import missing_credentials, parse_bootstrap_users
+from tidelog.security.scram_credentials import read_store, write_store
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.timer_records import TIMER_TOPIC
 from tidelog.types import TopicPartition
@@ -251,6 +253,22 @@ def _coordinator_locator(broker: Broker, replication: Replication | None) -> Coo
     return locate
 
 
+def add_bootstrap_users(config: BrokerConfig) -> None:
+    """tidelog.scram.bootstrap.users: the users the data directory's store lacks are added
+    before the first connection (a cluster also looks there for users ZooKeeper lacks)."""
+    users = parse_bootstrap_users(config.scram_bootstrap_users)
+    if not users:
+        return
+    store = read_store(config.data_dir)
+    added = missing_credentials(users, store)
+    if not added:
+        return
+    for name, mechanisms in added.items():
+        store.setdefault(name, {}).update(mechanisms)
+        log.info("bootstrap SCRAM user %s added (%s)", name, ", ".join(sorted(mechanisms)))
+    write_store(config.data_dir, store)
+
+
 class BrokerServer:
     """One broker's listener, handler table and periodic work, started and stopped in order."""
 
@@ -311,6 +329,7 @@ class BrokerServer:
         """Listen; returns the bound (host, port) (the real port when asked for port 0).
         `load_groups=False` in cluster mode: the group service starts once the cluster is
         joined (its `__consumer_offsets` is replicated, not created locally)."""
+        add_bootstrap_users(self.broker.config)
         host, port = await self._bind_listeners()
         # Built once the port is known (Metadata and FindCoordinator advertise it) and the
         # metrics are attached, before the first connection is accepted.
