@@ -233,32 +233,6 @@ _ENTRIES: list[Known] = [
         ("fetch.v11-partition-max-bytes-100", "responses/f/partitions/0/records/1",
          "{'partial_batch_bytes': 4}", "<absent>"),
     ),
-    *_cause(
-        LEGIT,
-        "Fetch sessions (KIP-227): Tidelog declines to create one (session_id 0), which the "
-        "KIP allows; clients keep sending full fetch requests. The scripted incremental "
-        "fetch then carries each broker's own session id (0 for Tidelog, with no topics), so "
-        "its answers differ",
-        ("fetch.v11-new-session", "session_id", "<session>", "0"),
-        ("fetch.v11-incremental-session", "session_id", "<session>", "0"),
-        ("fetch.v11-incremental-session", "responses/<length>", "1", "0"),
-        ("fetch.v11-incremental-session", "responses/0", "{'topic': 'f'*", "<absent>"),
-    ),
-    *_cause(
-        FIX,
-        "Fetch session fields are not validated: Kafka answers a session id it does not know "
-        "with FETCH_SESSION_ID_NOT_FOUND(70) and session id 0 with an epoch other than -1/0 "
-        "with INVALID_FETCH_SESSION_EPOCH(71) (FetchManager.newContext); without session "
-        "support Tidelog must still say so, or a client that believes in a session never "
-        "resets it",
-        ("fetch.v11-session-bad-epoch", "error_code", "INVALID_FETCH_SESSION_EPOCH(71)",
-         "NONE(0)"),
-        ("fetch.v11-session-bad-epoch", "responses/<length>", "0", "1"),
-        ("fetch.v11-session-bad-epoch", "responses/0", "<absent>", "{'topic': 'f'*"),
-        ("fetch.v11-unknown-session", "error_code", "FETCH_SESSION_ID_NOT_FOUND(70)", "NONE(0)"),
-        ("fetch.v11-unknown-session", "responses/<length>", "0", "1"),
-        ("fetch.v11-unknown-session", "responses/0", "<absent>", "{'topic': 'f'*"),
-    ),
     # ------------------------------------------------------------------ ListOffsets
     # ------------------------------------------------------------------ OffsetForLeaderEpoch
     # ------------------------------------------------------------------ Offsets

@@ -102,6 +102,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             broker.metrics,
             broker.lifecycle,
             authorizer,
+            broker.fetch_sessions,
         )
     )
     table |= list_offsets.handlers(
