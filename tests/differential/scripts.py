@@ -252,6 +252,8 @@ def list_offsets_body(
     body: dict[str, Any] = {"replica_id": -1, "topics": [{"name": name, "partitions": parts}]}
     if version >= 2:
         body["isolation_level"] = isolation
+    if version >= 10:
+        body["timeout"] = 5000
     return body
 
 
@@ -967,6 +969,7 @@ def _produce(t: str) -> Session:
         Step("v3-acks-1", PRODUCE, 3, one(p, batch(records(1, 5)), 1)),
         Step("v5-acks-1", PRODUCE, 5, one(p, batch(records(1, 6)), 1)),
         Step("v10-acks-1", PRODUCE, 10, one(p, batch(records(1, 7)), 1)),
+        Step("v12-acks-1", PRODUCE, 12, one(p, batch(records(1, 7)), 1)),
         Step("v9-acks-0", PRODUCE, 9, one(p, batch(records(1, 8)), 0), expect_response=False),
         Step("v9-after-acks-0-latest", LIST_OFFSETS, 7, list_offsets_body(7, p, {0: -1})),
         Step("v9-two-batches", PRODUCE, 9, one(p, batch(records(2, 9)) + batch(records(2, 11)))),
@@ -1084,6 +1087,8 @@ def _fetch(t: str) -> Session:
 
     steps += [
         Step("v11-at-start", FETCH, 11, fetch_body(11, f, 0)),
+        Step("v17-at-start", FETCH, 17, lambda ctx: fetch_body(17, f, 0, topic_id=ctx["f"])),
+        Step("v18-mid-batch", FETCH, 18, lambda ctx: fetch_body(18, f, 4, topic_id=ctx["f"])),
         Step("v11-mid-batch", FETCH, 11, fetch_body(11, f, 4)),
         Step("v11-at-end", FETCH, 11, fetch_body(11, f, 10)),
         Step("v11-beyond-end", FETCH, 11, fetch_body(11, f, 11)),
@@ -1206,6 +1211,16 @@ def _list_offsets(t: str) -> Session:
     ]
     for name, ts in cases:
         steps.append(Step(f"v7-{name}", LIST_OFFSETS, 7, list_offsets_body(7, lo, {0: ts})))
+    # The tiered-storage specs, each from the version that names it (and one before).
+    for version, name, ts in [
+        (8, "earliest-local", -4), (8, "latest-tiered", -5), (9, "latest-tiered", -5),
+        (10, "latest", -1), (10, "earliest-pending-upload", -6),
+        (11, "earliest-pending-upload", -6), (11, "ts-minus-7", -7),
+    ]:
+        steps.append(
+            Step(f"v{version}-{name}", LIST_OFFSETS, version,
+                 list_offsets_body(version, lo, {0: ts}))
+        )
     steps += [
         Step("v7-empty-partition-latest", LIST_OFFSETS, 7, list_offsets_body(7, lo, {1: -1})),
         Step("v7-empty-partition-max-ts", LIST_OFFSETS, 7, list_offsets_body(7, lo, {1: -3})),
@@ -1258,6 +1273,8 @@ def _list_offsets(t: str) -> Session:
         Step("v7-earliest-after-delete", LIST_OFFSETS, 7, list_offsets_body(7, lo, {0: -2})),
         Step("v7-ts-0-after-delete", LIST_OFFSETS, 7, list_offsets_body(7, lo, {0: 0})),
         Step("v7-max-ts-after-delete", LIST_OFFSETS, 7, list_offsets_body(7, lo, {0: -3})),
+        Step("v8-earliest-local-after-delete", LIST_OFFSETS, 8,
+             list_offsets_body(8, lo, {0: -4})),
     ]
     return Session("list_offsets", steps)
 
@@ -1458,6 +1475,10 @@ def _classic_group(t: str) -> Session:
              "include_authorized_operations": False}),
         Step("describe-v0", DESCRIBE_GROUPS, 0, {"groups": [g]}),
         Step("describe-v5-unknown", DESCRIBE_GROUPS, 5, {"groups": [f"{t}g-nothere"],
+             "include_authorized_operations": False}),
+        Step("describe-v6", DESCRIBE_GROUPS, 6, {"groups": [g],
+             "include_authorized_operations": False}),
+        Step("describe-v6-unknown", DESCRIBE_GROUPS, 6, {"groups": [f"{t}g-nothere"],
              "include_authorized_operations": False}),
         Step("describe-v5-empty-id", DESCRIBE_GROUPS, 5, {"groups": [""],
              "include_authorized_operations": False}),
@@ -1723,6 +1744,7 @@ def _init_producer_id(t: str) -> Session:
             setup_producer_ids(),
             Step("v0-idempotent", INIT_PRODUCER_ID, 0, body(0, None)),
             Step("v4-idempotent", INIT_PRODUCER_ID, 4, body(4, None)),
+            Step("v5-idempotent", INIT_PRODUCER_ID, 5, body(5, None)),
             Step("v4-idempotent-bump-unknown", INIT_PRODUCER_ID, 4,
                  body(4, None, pid=123456, epoch=0)),
             Step("v4-negative-timeout", INIT_PRODUCER_ID, 4, body(4, None, timeout=-5)),
@@ -1868,6 +1890,9 @@ def _describe_cluster(t: str) -> Session:
                  {"include_cluster_authorized_operations": False, "endpoint_type": 2}),
             Step("v1-bad-endpoint-type", DESCRIBE_CLUSTER, 1,
                  {"include_cluster_authorized_operations": False, "endpoint_type": 9}),
+            Step("v2-fenced-too", DESCRIBE_CLUSTER, 2,
+                 {"include_cluster_authorized_operations": False, "endpoint_type": 1,
+                  "include_fenced_brokers": True}),
         ],
     )
 
