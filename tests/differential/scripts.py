@@ -1687,12 +1687,24 @@ def _configs(t: str) -> Session:
              alter_body(TOPIC, ct, [("retention.ms", 0, None)])),
         Step("alter-v1-segment-bytes-too-small", INCREMENTAL_ALTER_CONFIGS, 1,
              alter_body(TOPIC, ct, [("segment.bytes", 0, "10")])),
-        Step("alter-configs-v1-not-served", ALTER_CONFIGS, 1, {
+        Step("alter-configs-v1-validate-only", ALTER_CONFIGS, 1, {
             "resources": [{"resource_type": TOPIC, "resource_name": ct,
                            "configs": [{"name": "retention.ms", "value": "1000"}]}],
             "validate_only": True}),
-        Step("describe-after-not-served", DESCRIBE_CONFIGS, 4,
+        Step("describe-after-legacy-validate-only", DESCRIBE_CONFIGS, 4,
              describe([config_resource(TOPIC, ct, ["retention.ms"])])),
+        Step("alter-configs-v2-replaces", ALTER_CONFIGS, 2, {
+            "resources": [{"resource_type": TOPIC, "resource_name": ct,
+                           "configs": [{"name": "segment.jitter.ms", "value": "5"},
+                                       {"name": "compression.type", "value": "lz4"}]}],
+            "validate_only": False}),
+        Step("describe-after-replace", DESCRIBE_CONFIGS, 4,
+             describe([config_resource(TOPIC, ct, ["retention.ms", "segment.jitter.ms",
+                                                   "compression.type", "min.insync.replicas"])])),
+        Step("alter-configs-v0-bad-value", ALTER_CONFIGS, 0, {
+            "resources": [{"resource_type": TOPIC, "resource_name": ct,
+                           "configs": [{"name": "preallocate", "value": "maybe"}]}],
+            "validate_only": False}),
         Step("alter-v1-broker-read-only-key", INCREMENTAL_ALTER_CONFIGS, 1,
              lambda ctx: alter_body(BROKER, str(ctx["node"]), [("num.partitions", 0, "3")],
                                     validate_only=True)),

@@ -67,6 +67,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         30: (1, 3),  # CreateAcls (kio starts at v1)
         31: (1, 3),  # DeleteAcls (kio starts at v1)
         32: (1, 4),  # DescribeConfigs (kio starts at v1)
+        33: (0, 2),  # AlterConfigs (the given set replaces the topic's overrides)
         36: (0, 2),  # SaslAuthenticate (v1: session lifetime, KIP-368)
         37: (0, 3),  # CreatePartitions
         42: (0, 2),  # DeleteGroups
