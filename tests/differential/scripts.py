@@ -1372,6 +1372,12 @@ def _offsets(t: str) -> Session:
              commit_body(f"{t}g-gen", o, {0: 1}, generation=5, member="m-1")),
         Step("commit-v8-generation-minus-1-member", OFFSET_COMMIT, 8,
              commit_body(f"{t}g-gen2", o, {0: 1}, generation=-1, member="m-1")),
+        # The group now exists, EMPTY: Kafka's validateOffsetCommit accepts generation -1
+        # whatever member id it carries (a consumer-protocol client that only assigns).
+        Step("commit-v8-generation-minus-1-member-again", OFFSET_COMMIT, 8,
+             commit_body(f"{t}g-gen2", o, {0: 2}, generation=-1, member="m-1")),
+        Step("commit-v9-generation-minus-1-other-member", OFFSET_COMMIT, 9,
+             commit_body(f"{t}g-gen2", o, {0: 3}, generation=-1, member="m-2")),
         Step("commit-v8-metadata-too-large", OFFSET_COMMIT, 8,
              commit_body(g, o, {0: 9}, metadata="x" * 5000)),
         Step("commit-v8-null-metadata", OFFSET_COMMIT, 8,
