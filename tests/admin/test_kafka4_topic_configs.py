@@ -154,3 +154,26 @@ def test_compression_type_recompresses_for_that_topic_only(broker: Any) -> None:
     finally:
         consumer.close()
     assert received == values + values
+
+
+def test_keyless_records_in_a_compacted_topic_are_named(broker: Any) -> None:
+    """KIP-467: librdkafka fails exactly the keyless records with INVALID_RECORD (the broker
+    names their indexes) and the batch's other records with its own error."""
+    admin = make_admin(broker.bootstrap)
+    name = unique("compact-keys")
+    assert create(admin, name, {"cleanup.policy": "compact"}) == ""
+    producer = Producer({
+        "bootstrap.servers": broker.bootstrap, "linger.ms": 200, "retries": 0,
+        "enable.idempotence": False,
+    })
+    outcomes: dict[bytes, str] = {}
+
+    def report(error: Any, message: Any) -> None:
+        outcomes[message.value()] = error.name() if error else ""
+
+    for index, key in enumerate([b"k", None, b"k", None]):
+        producer.produce(name, f"v{index}".encode(), key=key, on_delivery=report)
+    assert producer.flush(30) == 0
+    assert outcomes[b"v1"] == outcomes[b"v3"] == "INVALID_RECORD"
+    # librdkafka's "Message(s) failed due to other messages in the batch".
+    assert outcomes[b"v0"] == outcomes[b"v2"] == "_INVALID_DIFFERENT_RECORD", outcomes

@@ -953,11 +953,13 @@ def _delete_topics(t: str) -> Session:
 
 def _produce(t: str) -> Session:
     p, p3, small, lat = f"{t}p", f"{t}p3", f"{t}p-small", f"{t}p-lat"
+    compacted = f"{t}p-compact"
     steps = (
         setup_topic(p)
         + setup_topic(p3, 3)
         + setup_topic(small, 1, {"max.message.bytes": "200"})
         + setup_topic(lat, 1, {"message.timestamp.type": "LogAppendTime"})
+        + setup_topic(compacted, 1, {"cleanup.policy": "compact"})
     )
 
     def one(name: str, data: bytes | None, acks: int = -1, partition: int = 0) -> dict[str, Any]:
@@ -1023,6 +1025,11 @@ def _produce(t: str) -> Session:
             one(p, batch([("k", "x" * 1_100_000, 0)])),
         ),
         Step("v9-log-append-time", PRODUCE, 9, one(lat, batch(records(2)))),
+        # KIP-467: the keyless records of a batch for a compacted topic are named.
+        Step("v9-compacted-keyless-records", PRODUCE, 9, one(compacted, batch(
+            [("k", "1", 0), (None, "2", 0), ("k", "3", 0), (None, "4", 0)]))),
+        Step("v7-compacted-keyless-record", PRODUCE, 7, one(compacted, batch([(None, "5", 0)]))),
+        Step("v9-compacted-keyed", PRODUCE, 9, one(compacted, batch([("k", "6", 0)]))),
         Step("v11-fetch-log-append-time", FETCH, 11, fetch_body(11, lat, 0)),
         Step("v9-empty-topic-data", PRODUCE, 9, {"acks": -1, "timeout": 1000, "topic_data": []}),
         Step("v9-after-all-latest", LIST_OFFSETS, 7, list_offsets_body(7, p, {0: -1})),

@@ -245,6 +245,17 @@ async def handle_produce(
                 log.debug("produce %s-%d: %s", topic.name, partition.index, error)
                 deps.metrics.record_error(ApiKey.PRODUCE, error.code.name)
                 fields.update(error_code=error.code, error_message=error.message or None)
+                entry_cls = getattr(module, "BatchIndexAndErrorMessage", None)  # v8+
+                if isinstance(error, InvalidRecordError) and error.record_errors and entry_cls:
+                    # KIP-467: which records of the batch are at fault.
+                    fields["record_errors"] = tuple(
+                        responses.build(
+                            entry_cls,
+                            batch_index=index,
+                            batch_index_error_message=message,
+                        )
+                        for index, message in error.record_errors
+                    )
                 if log_start_offset >= 0 and error.code not in _ERRORS_WITHOUT_LOG_START:
                     fields["log_start_offset"] = log_start_offset
             except OSError as error:
