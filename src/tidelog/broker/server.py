@@ -30,6 +30,7 @@ from tidelog.broker.handlers import (
     fetch,
     groups,
     list_offsets,
+    log_dirs,
     metadata,
     produce,
     producer,
@@ -114,6 +115,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     table |= sasl.handlers()
     table |= admin.handlers(AdminDeps(config, broker.identity, topics, authorizer))
     table |= acls.handlers(acls.AclDeps(authorizer, broker.acl_store))
+    table |= log_dirs.handlers(log_dirs.LogDirsDeps(config.data_dir, topics, authorizer))
     locator = _coordinator_locator(broker, replication)
     table |= groups.handlers(GroupDeps(topics, load_groups, locator, authorizer))
     if replication is None:

@@ -68,6 +68,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         31: (1, 3),  # DeleteAcls (kio starts at v1)
         32: (1, 4),  # DescribeConfigs (kio starts at v1)
         33: (0, 2),  # AlterConfigs (the given set replaces the topic's overrides)
+        35: (1, 5),  # DescribeLogDirs (one log dir: --data-dir; v5 is kafka-python's 4.3)
         36: (0, 2),  # SaslAuthenticate (v1: session lifetime, KIP-368)
         37: (0, 3),  # CreatePartitions
         42: (0, 2),  # DeleteGroups

@@ -128,6 +128,7 @@ REQUIRED: dict[ApiKey, tuple[Requirement, ...]] = {
     ApiKey.LIST_TRANSACTIONS: (Requirement(Op.DESCRIBE, Type.TRANSACTIONAL_ID),),
     ApiKey.DESCRIBE_PRODUCERS: (Requirement(Op.READ, Type.TOPIC),),
     ApiKey.DESCRIBE_CLUSTER: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
+    ApiKey.DESCRIBE_LOG_DIRS: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
     ApiKey.DESCRIBE_ACLS: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
     ApiKey.CREATE_ACLS: (Requirement(Op.ALTER, Type.CLUSTER),),
     ApiKey.DELETE_ACLS: (Requirement(Op.ALTER, Type.CLUSTER),),
