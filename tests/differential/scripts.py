@@ -28,6 +28,7 @@ DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 WRITE_TXN_MARKERS = 27
+DESCRIBE_LOG_DIRS = 35
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
@@ -43,6 +44,7 @@ API_NAMES = {
     CREATE_PARTITIONS: "CreatePartitions",
     DELETE_GROUPS: "DeleteGroups", INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
     OFFSET_DELETE: "OffsetDelete", DESCRIBE_CLUSTER: "DescribeCluster",
+    DESCRIBE_LOG_DIRS: "DescribeLogDirs",
     CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
@@ -1195,6 +1197,26 @@ def _fetch(t: str) -> Session:
     return Session("fetch", steps)
 
 
+def _log_dirs_transform(kafka: Any, tidelog: Any) -> tuple[Any, Any]:
+    """Each broker's own directory and disk: the path and byte totals become placeholders
+    (compared: that both are there and positive); partitions and sizes are compared."""
+
+    def mask(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            return answer
+        results = []
+        for result in answer.get("results", []):
+            result = dict(result)
+            result["log_dir"] = "<log-dir>" if result.get("log_dir") else result.get("log_dir")
+            for key in ("total_bytes", "usable_bytes"):
+                if isinstance(result.get(key), int) and result[key] > 0:
+                    result[key] = "<bytes>"
+            results.append(result)
+        return {**answer, "results": results}
+
+    return mask(kafka), mask(tidelog)
+
+
 def _list_offsets(t: str) -> Session:
     lo = f"{t}lo"
     steps = setup_topic(lo, 2)
@@ -1230,6 +1252,16 @@ def _list_offsets(t: str) -> Session:
         )
     steps += [
         Step("v7-empty-partition-latest", LIST_OFFSETS, 7, list_offsets_body(7, lo, {1: -1})),
+        # DescribeLogDirs of this topic's partitions (and one that does not exist): the same
+        # batches make the same partition sizes on both brokers.
+        *[
+            Step(f"describe-log-dirs-v{version}", DESCRIBE_LOG_DIRS, version,
+                 {"topics": [{"topic": lo, "partitions": [0, 1, 7]}]},
+                 transform=_log_dirs_transform)
+            for version in (1, 4, 5)
+        ],
+        Step("describe-log-dirs-v4-no-topics", DESCRIBE_LOG_DIRS, 4, {"topics": []},
+             transform=_log_dirs_transform),
         Step("v7-empty-partition-max-ts", LIST_OFFSETS, 7, list_offsets_body(7, lo, {1: -3})),
         Step("v7-empty-partition-ts", LIST_OFFSETS, 7, list_offsets_body(7, lo, {1: T0})),
         Step("v1-latest", LIST_OFFSETS, 1, list_offsets_body(1, lo, {0: -1})),
