@@ -5,6 +5,8 @@ errors; DescribeLogDirs."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 from tidelog.records.batch import Codec, iter_batches
 from tidelog.storage.config import STORED_TOPIC_CONFIGS
 
-from .conftest import error_name, make_admin
+from .conftest import TIDELOG, error_name, make_admin
 
 # A value other than Kafka's default for every config Tidelog stores without acting on it.
 KAFKA_ONLY_VALUES = {
@@ -209,3 +211,28 @@ def test_describe_log_dirs(broker: Any) -> None:
     [narrowed] = only_one[0]["log_dirs"]
     assert [(t["name"], [p["partition_index"] for p in t["partitions"]])
             for t in narrowed["topics"]] == [(name, [1])]
+
+
+def test_cli_log_dirs_and_configs_spelling(broker: Any) -> None:
+    admin = make_admin(broker.bootstrap)
+    name = unique("cli-log-dirs")
+    assert create(admin, name, {"min.insync.replicas": "2"}) == ""
+    listed = subprocess.run(
+        [TIDELOG, "log-dirs", "describe", "-b", broker.bootstrap, "--topic", name, "--json"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    answer = json.loads(listed.stdout)
+    assert [(p["topic"], p["partition"]) for p in answer["partitions"]] == [(name, 0)]
+    assert Path(answer["log_dirs"][0]["log_dir"]) == broker.data_dir.resolve()
+    # kafka-configs' spelling: `tidelog configs describe --broker N --all`.
+    broker_configs = subprocess.run(
+        [TIDELOG, "configs", "describe", "-b", broker.bootstrap, "--broker", "0", "--all"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert "compression.type" in broker_configs.stdout
+    assert "log.segment.bytes" in broker_configs.stdout
+    topic_configs = subprocess.run(
+        [TIDELOG, "configs", "describe", "-b", broker.bootstrap, "--topic", name],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert "min.insync.replicas" in topic_configs.stdout
