@@ -236,3 +236,27 @@ def test_cli_log_dirs_and_configs_spelling(broker: Any) -> None:
         capture_output=True, text=True, timeout=60, check=True,
     )
     assert "min.insync.replicas" in topic_configs.stdout
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(broker: Any) -> None:
+    """KIP-966 through kafka-python's describe_topic_partitions: 5 partitions in pages of 2."""
+    admin = make_admin(broker.bootstrap)
+    name = unique("pages")
+    assert admin.create_topics([NewTopic(name, num_partitions=5)])[name].result(30) is None
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15000)
+    seen: list[int] = []
+    cursor = None
+    try:
+        for _ in range(5):
+            page = client.describe_topic_partitions(
+                [name], response_partition_limit=2, cursor=cursor
+            )
+            [topic] = page["topics"]
+            assert topic["error_code"] == 0 and topic["name"] == name
+            seen += [partition["partition_index"] for partition in topic["partitions"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+    finally:
+        client.close()
+    assert seen == [0, 1, 2, 3, 4]

@@ -29,6 +29,7 @@ ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 WRITE_TXN_MARKERS = 27
 DESCRIBE_LOG_DIRS = 35
+DESCRIBE_TOPIC_PARTITIONS = 75
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
@@ -44,7 +45,7 @@ API_NAMES = {
     CREATE_PARTITIONS: "CreatePartitions",
     DELETE_GROUPS: "DeleteGroups", INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
     OFFSET_DELETE: "OffsetDelete", DESCRIBE_CLUSTER: "DescribeCluster",
-    DESCRIBE_LOG_DIRS: "DescribeLogDirs",
+    DESCRIBE_LOG_DIRS: "DescribeLogDirs", DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
     CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
@@ -475,6 +476,7 @@ def sessions(token: str) -> list[Session]:
         _init_producer_id(t),
         _transactions(t),
         _describe_cluster(t),
+        _describe_topic_partitions(t),
         _acls(t),
         _internal_topics(t),
         _sasl_on_plaintext(t),
@@ -1952,6 +1954,37 @@ def _describe_cluster(t: str) -> Session:
                   "include_fenced_brokers": True}),
         ],
     )
+
+
+def _describe_topic_partitions(t: str) -> Session:
+    """KIP-966 pages: partition limits, cursors, unknown topics, bad cursors."""
+    a, b = f"{t}dtp-a", f"{t}dtp-b"
+
+    def body(names: list[str], limit: int = 2000,
+             cursor: tuple[str, int] | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "topics": [{"name": name} for name in names], "response_partition_limit": limit,
+        }
+        if cursor is not None:
+            out["cursor"] = {"topic_name": cursor[0], "partition_index": cursor[1]}
+        return out
+
+    steps = setup_topic(a, 3) + setup_topic(b, 2)
+    steps += [
+        Step(name, DESCRIBE_TOPIC_PARTITIONS, 0, request)
+        for name, request in [
+            ("v0-named", body([b, a])),
+            ("v0-limit-2", body([a, b], 2)),
+            ("v0-cursor-mid-topic", body([a, b], 2, (a, 2))),
+            ("v0-limit-3-ends-a-topic", body([a, b], 3)),
+            ("v0-limit-0", body([a, b], 0)),
+            ("v0-unknown-topic", body([a, f"{t}dtp-absent"])),
+            ("v0-cursor-not-listed", body([b], 10, (a, 0))),
+            ("v0-negative-cursor-partition", body([a], 10, (a, -1))),
+            ("v0-cursor-past-partitions", body([a, b], 10, (a, 7))),
+        ]
+    ]
+    return Session("describe_topic_partitions", steps)
 
 
 def _acls(t: str) -> Session:

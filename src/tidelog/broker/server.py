@@ -27,6 +27,7 @@ from tidelog.broker.handlers import (
     acls,
     admin,
     api_versions,
+    describe_topic_partitions,
     fetch,
     groups,
     list_offsets,
@@ -126,6 +127,12 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         # Single node: users in the data directory. A cluster keeps them per broker today,
         # so it does not serve the SCRAM admin APIs (docs/security.md).
         table |= scram_users.handlers(scram_users.ScramUsersDeps(config.data_dir, authorizer))
+        # Single node: every partition led here (a cluster's would need the cluster view).
+        table |= describe_topic_partitions.handlers(
+            describe_topic_partitions.DescribeTopicPartitionsDeps(
+                config.node_id, topics, authorizer
+            )
+        )
     else:
         from tidelog.broker.handlers import cluster, cluster_admin
         from tidelog.broker.handlers.cluster_common import ClusterDeps

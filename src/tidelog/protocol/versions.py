@@ -82,6 +82,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         66: (0, 1),  # ListTransactions (v2's transactional_id_pattern not served; single node)
         68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
         69: (0, 1),  # ConsumerGroupDescribe
+        75: (0, 0),  # DescribeTopicPartitions (KIP-966; single node)
     }
 )
 
@@ -131,6 +132,7 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         66: "ListTransactions",
         68: "ConsumerGroupHeartbeat",
         69: "ConsumerGroupDescribe",
+        75: "DescribeTopicPartitions",
     }
 )
 
