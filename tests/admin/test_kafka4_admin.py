@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -260,3 +260,15 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker: Any) -> None:
     finally:
         client.close()
     assert seen == [0, 1, 2, 3, 4]
+
+
+def test_elect_leaders_on_one_broker_needs_no_election(broker: Any) -> None:
+    admin = make_admin(broker.bootstrap)
+    name = unique("elect")
+    assert admin.create_topics([NewTopic(name, num_partitions=2)])[name].result(30) is None
+    future = admin.elect_leaders(
+        ElectionType.PREFERRED, [TopicPartition(name, 0), TopicPartition(name, 5)]
+    )
+    outcome = future.result(timeout=30)
+    errors = {tp.partition: error.name() for tp, error in outcome.items()}
+    assert errors == {0: "ELECTION_NOT_NEEDED", 5: "UNKNOWN_TOPIC_OR_PART"}

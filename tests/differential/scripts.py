@@ -30,6 +30,7 @@ DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 WRITE_TXN_MARKERS = 27
 DESCRIBE_LOG_DIRS = 35
 DESCRIBE_TOPIC_PARTITIONS = 75
+ELECT_LEADERS = 43
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
@@ -46,6 +47,7 @@ API_NAMES = {
     DELETE_GROUPS: "DeleteGroups", INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
     OFFSET_DELETE: "OffsetDelete", DESCRIBE_CLUSTER: "DescribeCluster",
     DESCRIBE_LOG_DIRS: "DescribeLogDirs", DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
+    ELECT_LEADERS: "ElectLeaders",
     CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
@@ -1956,6 +1958,18 @@ def _describe_cluster(t: str) -> Session:
     )
 
 
+def _by_topic(kafka: Any, tidelog: Any) -> tuple[Any, Any]:
+    """ElectLeaders of every partition: Kafka lists the topics in hash order; compare sorted."""
+
+    def ordered(answer: Any) -> Any:
+        if not isinstance(answer, dict) or "replica_election_results" not in answer:
+            return answer
+        results = sorted(answer["replica_election_results"], key=lambda r: str(r["topic"]))
+        return {**answer, "replica_election_results": results}
+
+    return ordered(kafka), ordered(tidelog)
+
+
 def _describe_topic_partitions(t: str) -> Session:
     """KIP-966 pages: partition limits, cursors, unknown topics, bad cursors."""
     a, b = f"{t}dtp-a", f"{t}dtp-b"
@@ -1982,6 +1996,19 @@ def _describe_topic_partitions(t: str) -> Session:
             ("v0-cursor-not-listed", body([b], 10, (a, 0))),
             ("v0-negative-cursor-partition", body([a], 10, (a, -1))),
             ("v0-cursor-past-partitions", body([a, b], 10, (a, 7))),
+        ]
+    ]
+    # ElectLeaders: one broker (Kafka: one KRaft node) has nothing to elect.
+    steps += [
+        Step(name, ELECT_LEADERS, version, {
+            **({"election_type": election_type} if version >= 1 else {}),
+            "topic_partitions": partitions, "timeout": 10000,
+        }, transform=_by_topic)
+        for name, version, election_type, partitions in [
+            ("elect-v2-preferred", 2, 0, [{"topic": a, "partitions": [0, 2, 9]}]),
+            ("elect-v1-unclean", 1, 1, [{"topic": b, "partitions": [1]}]),
+            ("elect-v0-unknown-topic", 0, 0, [{"topic": f"{t}dtp-absent", "partitions": [0]}]),
+            ("elect-v2-all", 2, 0, None),
         ]
     ]
     return Session("describe_topic_partitions", steps)

@@ -28,6 +28,7 @@ from tidelog.broker.handlers import (
     admin,
     api_versions,
     describe_topic_partitions,
+    elect_leaders,
     fetch,
     groups,
     list_offsets,
@@ -128,6 +129,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         # so it does not serve the SCRAM admin APIs (docs/security.md).
         table |= scram_users.handlers(scram_users.ScramUsersDeps(config.data_dir, authorizer))
         # Single node: every partition led here (a cluster's would need the cluster view).
+        table |= elect_leaders.handlers(elect_leaders.ElectLeadersDeps(topics, authorizer))
         table |= describe_topic_partitions.handlers(
             describe_topic_partitions.DescribeTopicPartitionsDeps(
                 config.node_id, topics, authorizer

@@ -72,6 +72,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         36: (0, 2),  # SaslAuthenticate (v1: session lifetime, KIP-368)
         37: (0, 3),  # CreatePartitions
         42: (0, 2),  # DeleteGroups
+        43: (0, 2),  # ElectLeaders (single node: nothing to elect)
         44: (0, 1),  # IncrementalAlterConfigs
         47: (0, 0),  # OffsetDelete
         50: (0, 0),  # DescribeUserScramCredentials (single node: the data directory's store)
@@ -122,6 +123,7 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         36: "SaslAuthenticate",
         37: "CreatePartitions",
         42: "DeleteGroups",
+        43: "ElectLeaders",
         44: "IncrementalAlterConfigs",
         47: "OffsetDelete",
         50: "DescribeUserScramCredentials",
