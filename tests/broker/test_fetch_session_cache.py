@@ -122,5 +122,16 @@ def test_followers_are_privileged() -> None:
     assert sessions.maybe_create(3, True, False, parts(1)) is None  # young follower stays
 
 
+def test_a_session_holds_a_bounded_number_of_partitions() -> None:
+    sessions = FetchSessionCache(10, 1000, random.Random(5), max_partitions=3)
+    assert sessions.maybe_create(0, False, False, parts(4)) is None
+    session = sessions.maybe_create(0, False, False, parts(3))
+    assert session is not None
+    grown = [CachedPartition("u", TOPIC_ID, 0, 0, 1 << 20, -1)]
+    context = new_context(sessions, session.session_id, 1, False, grown, [], 0)
+    assert context.error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert sessions.get(session.session_id) is None
+
+
 def test_zero_slots_means_no_sessions() -> None:
     assert cache(0).maybe_create(0, True, False, parts(1)) is None

@@ -32,6 +32,10 @@ full). When full, a new session may evict, in Kafka's order:
    A consumer's session is evictable by a follower at once, by anyone once it is older than
    the eviction time (a new session is not pushed out by the next newcomer).
 When nothing can be evicted the newcomer gets session id 0 and keeps fetching in full.
+A session holds at most `max_partitions` partitions (the broker's max.broker.partitions: a
+session names each partition once, and memory stays bounded whatever a client sends): a full
+request naming more opens none, an incremental one growing past it ends its session
+(FETCH_SESSION_ID_NOT_FOUND, so the fetcher starts over in full).
 
 Pure: time comes in as `now_ms`; runs on the event loop (single writer), nothing blocks.
 """
@@ -165,9 +169,11 @@ class FetchSessionCache:
         max_entries: int = DEFAULT_CACHE_SLOTS,
         eviction_ms: int = DEFAULT_EVICTION_MS,
         rng: random.Random | None = None,
+        max_partitions: int = 4000,
     ) -> None:
         self.max_entries = max(0, max_entries)
         self.eviction_ms = eviction_ms
+        self.max_partitions = max_partitions
         self._sessions: dict[int, FetchSession] = {}
         self._rng = rng or random.Random()
         self.evictions = 0
@@ -198,7 +204,10 @@ class FetchSessionCache:
         uses_topic_ids: bool,
         partitions: Sequence[CachedPartition],
     ) -> FetchSession | None:
-        """A new session holding `partitions`, or None (no room and nothing to evict)."""
+        """A new session holding `partitions`, or None (too many partitions, or no room and
+        nothing to evict)."""
+        if len(partitions) > self.max_partitions:
+            return None
         if len(self._sessions) >= self.max_entries and not self._try_evict(
             privileged, len(partitions), now_ms
         ):
@@ -278,6 +287,9 @@ def new_context(
     if session.uses_topic_ids != uses_topic_ids:
         return FetchContext("error", ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
     session.update(changed, forgotten)
+    if len(session.partitions) > cache.max_partitions:
+        cache.remove(session_id)
+        return FetchContext("error", ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     if not session.partitions:
         cache.remove(session_id)  # an emptied session ends: answered sessionless
         return FetchContext("sessionless")

@@ -68,6 +68,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots,
             config.min_incremental_fetch_session_eviction_ms,
+            max_partitions=config.max_broker_partitions,
         )
         self.lifecycle = Lifecycle()
         self.metrics: Metrics = NULL_METRICS
