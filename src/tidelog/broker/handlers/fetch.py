@@ -171,6 +171,15 @@ def _read_all(
             last_stable_offset = partition_log.last_stable_offset(high_watermark)
             if read_committed and replica_id < 0:
                 max_offset = min(max_offset, last_stable_offset)
+            log_start_offset = partition_log.log_start_offset
+            if item.fetch_offset == max_offset and item.fetch_offset >= log_start_offset:
+                # Caught up: nothing to read (the common case of a long-polling consumer of
+                # many partitions); the answer the read would give, without the read.
+                entries.append(FetchPartitionData(
+                    item.partition, ErrorCode.NONE, high_watermark, last_stable_offset,
+                    log_start_offset, aborted_transactions_listed=read_committed,
+                ))
+                continue
             limit = max(0, min(item.partition_max_bytes, max_bytes - total))
             if files >= MAX_SEGMENT_FILES_PER_FETCH:
                 limit = 0  # the rest come in the next Fetch, as past fetch.max.bytes
