@@ -208,10 +208,15 @@ class CorruptRecordError(KafkaError):
 
 
 class InvalidRecordError(KafkaError):
-    """A batch is well formed but breaks a rule of the log (INVALID_RECORD)."""
+    """A batch is well formed but breaks a rule of the log (INVALID_RECORD). `record_errors`
+    (KIP-467): (index of the record in its batch, why) for each record at fault, which
+    ProduceResponse v8+ names so a client fails only those records with INVALID_RECORD."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(
+        self, message: str, record_errors: tuple[tuple[int, str], ...] = ()
+    ) -> None:
         super().__init__(ErrorCode.INVALID_RECORD, message)
+        self.record_errors = record_errors
 
 
 class ProtocolDecodeError(TidelogError):

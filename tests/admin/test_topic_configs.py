@@ -18,7 +18,7 @@ from tidelog.broker.topic_configs import (
     validate_overrides,
 )
 from tidelog.errors import ErrorCode, KafkaError
-from tidelog.storage.config import TOPIC_CONFIG_NAMES, LogConfig
+from tidelog.storage.config import STORED_TOPIC_CONFIGS, TOPIC_CONFIG_NAMES, LogConfig
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def by_name(entries: list[ConfigEntry]) -> dict[str, ConfigEntry]:
 
 def test_topic_describe_lists_every_topic_config_with_its_source(config: BrokerConfig) -> None:
     entries = by_name(describe_topic_configs(config, {"segment.bytes": "1048576"}))
-    assert set(entries) == set(TOPIC_CONFIG_NAMES)
+    assert set(entries) == set(TOPIC_CONFIG_NAMES) | set(STORED_TOPIC_CONFIGS)
     segment = entries["segment.bytes"]
     assert (segment.value, segment.source) == ("1048576", ConfigSource.DYNAMIC_TOPIC_CONFIG)
     assert [s.source for s in segment.synonyms] == [

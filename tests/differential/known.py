@@ -62,38 +62,6 @@ def _cause(verdict: str, reason: str, *places: tuple[str, str, str, str]) -> lis
 FIX, LEGIT = "fix", "legit"
 ANY = "*"
 _FEATURES = "api_versions.v?"  # v3 and v4: v0-2 have no feature fields
-# Topic configs Kafka 4.3 lists that Tidelog does not know (CreateTopics v5+ and
-# DescribeConfigs of every config): (name, verdict, reason).
-_KAFKA_ONLY_TOPIC_CONFIGS = [
-    ("compression.type", FIX, "Kafka's per-topic compression (`producer` keeps the batch as "
-     "sent; a codec makes the broker recompress); Tidelog always keeps the producer's batch, "
-     "which equals Kafka's default. Accept and list it (at least `producer`)"),
-    ("compression.gzip.level", LEGIT, "levels only matter when the broker recompresses "
-     "(compression.type other than `producer`), which Tidelog never does"),
-    ("compression.lz4.level", LEGIT, "as compression.gzip.level"),
-    ("compression.zstd.level", LEGIT, "as compression.gzip.level"),
-    ("min.insync.replicas", FIX, "common in client and IaC topic specs; a standalone broker "
-     "has one replica, but clustered Tidelog has ISRs: accept it (Kafka checks it only at "
-     "acks=all produce time, NOT_ENOUGH_REPLICAS)"),
-    ("unclean.leader.election.enable", LEGIT, "Tidelog never elects an out-of-sync leader "
-     "(docs/cluster.md); the setting has nothing to switch"),
-    ("message.timestamp.before.max.ms", FIX, "KIP-937 timestamp bounds: Produce with a record "
-     "timestamp outside them fails with INVALID_TIMESTAMP(32); Tidelog accepts any timestamp"),
-    ("message.timestamp.after.max.ms", FIX, "as message.timestamp.before.max.ms"),
-    ("max.compaction.lag.ms", FIX, "KIP-354: the compactor's upper bound on how long a record "
-     "stays uncompacted; Tidelog has min.compaction.lag.ms but not the max"),
-    ("segment.jitter.ms", LEGIT, "randomises segment rolls across many partitions; Tidelog "
-     "rolls at segment.ms exactly"),
-    ("file.delete.delay.ms", LEGIT, "Tidelog deletes segment files at once (no async delete)"),
-    ("preallocate", LEGIT, "Tidelog does not preallocate segment files"),
-    ("leader.replication.throttled.replicas", LEGIT, "replication quotas are not implemented"),
-    ("follower.replication.throttled.replicas", LEGIT, "replication quotas are not implemented"),
-    ("remote.storage.enable", LEGIT, "tiered storage (KIP-405) is not implemented"),
-    ("remote.log.copy.disable", LEGIT, "tiered storage (KIP-405) is not implemented"),
-    ("remote.log.delete.on.disable", LEGIT, "tiered storage (KIP-405) is not implemented"),
-    ("local.retention.ms", LEGIT, "tiered storage (KIP-405) is not implemented"),
-    ("local.retention.bytes", LEGIT, "tiered storage (KIP-405) is not implemented"),
-]
 _ALL_CONFIG_EXCHANGES = [
     ("create_topics.v7-ok", "topics/c-ok/configs"),
     ("configs.describe-v4-topic-all-names", "results/cfg/configs"),
@@ -159,29 +127,14 @@ _ENTRIES: list[Known] = [
         *[(e, f"{p}/{name}", "<absent>", "listed") for e, p in _ALL_CONFIG_EXCHANGES
           for name in ("tidelog.delivery.delay.enable", "tidelog.delivery.max.delay.ms")],
     ),
-    *[
-        entry
-        for name, verdict, reason in _KAFKA_ONLY_TOPIC_CONFIGS
-        for entry in _cause(
-            verdict,
-            f"topic config `{name}` is unknown to Tidelog: {reason}",
-            *[(e, f"{p}/{name}", "listed", "<absent>") for e, p in _ALL_CONFIG_EXCHANGES],
-        )
-    ],
     *_cause(
-        FIX,
-        "min.insync.replicas is unknown to Tidelog (see the config list): CreateTopics with "
-        "it fails INVALID_CONFIG where Kafka creates the topic (it checks the value only "
-        "against acks=all produces), and DescribeConfigs of it finds nothing",
-        ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/topic_id", "<uuid>", "None"),
-        ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/error_code", "NONE(0)",
-         "INVALID_CONFIG(40)"),
-        ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/num_partitions", "1", "-1"),
-        ("create_topics.v7-min-insync-above-rf", "topics/c-cfg9/replication_factor", "1", "-1"),
-        ("configs.describe-v4-topic-keys", "results/cfg/configs/min.insync.replicas",
-         "{'name': 'min.insync.replicas'*", "<absent>"),
-        ("configs.describe-v1-topic-keys", "results/cfg/configs/min.insync.replicas",
-         "{'name': 'min.insync.replicas'*", "<absent>"),
+        LEGIT,
+        "min.insync.replicas: a KRaft Kafka 4 formats its cluster with a cluster-wide dynamic "
+        "default (DYNAMIC_DEFAULT_BROKER_CONFIG, 3); Tidelog has no dynamic broker configs "
+        "and reports Kafka's built-in default (DEFAULT_CONFIG, 5), the same value 1",
+        ("create_topics.*", "topics/*/configs/min.insync.replicas/config_source", "3", "5"),
+        ("configs.describe-*", "results/cfg/configs/min.insync.replicas/config_source",
+         "3", "5"),
     ),
     *_cause(
         LEGIT,
@@ -240,32 +193,6 @@ _ENTRIES: list[Known] = [
          "2", "1"),
         ("fetch.v11-partition-max-bytes-100", "responses/f/partitions/0/records/1",
          "{'partial_batch_bytes': 4}", "<absent>"),
-    ),
-    *_cause(
-        LEGIT,
-        "Fetch sessions (KIP-227): Tidelog declines to create one (session_id 0), which the "
-        "KIP allows; clients keep sending full fetch requests. The scripted incremental "
-        "fetch then carries each broker's own session id (0 for Tidelog, with no topics), so "
-        "its answers differ",
-        ("fetch.v11-new-session", "session_id", "<session>", "0"),
-        ("fetch.v11-incremental-session", "session_id", "<session>", "0"),
-        ("fetch.v11-incremental-session", "responses/<length>", "1", "0"),
-        ("fetch.v11-incremental-session", "responses/0", "{'topic': 'f'*", "<absent>"),
-    ),
-    *_cause(
-        FIX,
-        "Fetch session fields are not validated: Kafka answers a session id it does not know "
-        "with FETCH_SESSION_ID_NOT_FOUND(70) and session id 0 with an epoch other than -1/0 "
-        "with INVALID_FETCH_SESSION_EPOCH(71) (FetchManager.newContext); without session "
-        "support Tidelog must still say so, or a client that believes in a session never "
-        "resets it",
-        ("fetch.v11-session-bad-epoch", "error_code", "INVALID_FETCH_SESSION_EPOCH(71)",
-         "NONE(0)"),
-        ("fetch.v11-session-bad-epoch", "responses/<length>", "0", "1"),
-        ("fetch.v11-session-bad-epoch", "responses/0", "<absent>", "{'topic': 'f'*"),
-        ("fetch.v11-unknown-session", "error_code", "FETCH_SESSION_ID_NOT_FOUND(70)", "NONE(0)"),
-        ("fetch.v11-unknown-session", "responses/<length>", "0", "1"),
-        ("fetch.v11-unknown-session", "responses/0", "<absent>", "{'topic': 'f'*"),
     ),
     # ------------------------------------------------------------------ ListOffsets
     # ------------------------------------------------------------------ OffsetForLeaderEpoch
@@ -362,16 +289,6 @@ _ENTRIES: list[Known] = [
         "(UNKNOWN_SERVER_ERROR); Tidelog's INVALID_REQUEST says what is wrong",
         ("configs.alter-v1-bad-operation", "responses/cfg/error_code",
          "UNKNOWN_SERVER_ERROR(-1)", "INVALID_REQUEST(42)"),
-    ),
-    *_cause(
-        LEGIT,
-        "AlterConfigs (the whole-set API that IncrementalAlterConfigs, KIP-339, replaced) is "
-        "neither served nor advertised; admin clients and kafka-configs use "
-        "IncrementalAlterConfigs. A request "
-        "for an API a broker does not advertise closes the connection, in Kafka too",
-        ("configs.alter-configs-v1-not-served", "responses", "[{'error_code': 'NONE(0)'*",
-         "<absent>"),
-        ("configs.alter-configs-v1-not-served", "<connection>", "<absent>", "closed by broker"),
     ),
     # ------------------------------------------------------------------ transactions
     *_cause(

@@ -28,6 +28,9 @@ DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 WRITE_TXN_MARKERS = 27
+DESCRIBE_LOG_DIRS = 35
+DESCRIBE_TOPIC_PARTITIONS = 75
+ELECT_LEADERS = 43
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
@@ -46,6 +49,8 @@ API_NAMES = {
     CREATE_PARTITIONS: "CreatePartitions",
     DELETE_GROUPS: "DeleteGroups", INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
     OFFSET_DELETE: "OffsetDelete", DESCRIBE_CLUSTER: "DescribeCluster",
+    DESCRIBE_LOG_DIRS: "DescribeLogDirs", DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
+    ELECT_LEADERS: "ElectLeaders",
     CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
@@ -261,6 +266,8 @@ def list_offsets_body(
     body: dict[str, Any] = {"replica_id": -1, "topics": [{"name": name, "partitions": parts}]}
     if version >= 2:
         body["isolation_level"] = isolation
+    if version >= 10:
+        body["timeout"] = 5000
     return body
 
 
@@ -481,6 +488,7 @@ def sessions(token: str) -> list[Session]:
         _init_producer_id(t),
         _transactions(t),
         _describe_cluster(t),
+        _describe_topic_partitions(t),
         _acls(t),
         _internal_topics(t),
         _sasl_on_plaintext(t),
@@ -1030,11 +1038,13 @@ def _delete_topics(t: str) -> Session:
 
 def _produce(t: str) -> Session:
     p, p3, small, lat = f"{t}p", f"{t}p3", f"{t}p-small", f"{t}p-lat"
+    compacted = f"{t}p-compact"
     steps = (
         setup_topic(p)
         + setup_topic(p3, 3)
         + setup_topic(small, 1, {"max.message.bytes": "200"})
         + setup_topic(lat, 1, {"message.timestamp.type": "LogAppendTime"})
+        + setup_topic(compacted, 1, {"cleanup.policy": "compact"})
     )
 
     def one(name: str, data: bytes | None, acks: int = -1, partition: int = 0) -> dict[str, Any]:
@@ -1046,6 +1056,7 @@ def _produce(t: str) -> Session:
         Step("v3-acks-1", PRODUCE, 3, one(p, batch(records(1, 5)), 1)),
         Step("v5-acks-1", PRODUCE, 5, one(p, batch(records(1, 6)), 1)),
         Step("v10-acks-1", PRODUCE, 10, one(p, batch(records(1, 7)), 1)),
+        Step("v12-acks-1", PRODUCE, 12, one(p, batch(records(1, 7)), 1)),
         Step("v9-acks-0", PRODUCE, 9, one(p, batch(records(1, 8)), 0), expect_response=False),
         Step("v9-after-acks-0-latest", LIST_OFFSETS, 7, list_offsets_body(7, p, {0: -1})),
         Step("v9-two-batches", PRODUCE, 9, one(p, batch(records(2, 9)) + batch(records(2, 11)))),
@@ -1099,6 +1110,11 @@ def _produce(t: str) -> Session:
             one(p, batch([("k", "x" * 1_100_000, 0)])),
         ),
         Step("v9-log-append-time", PRODUCE, 9, one(lat, batch(records(2)))),
+        # KIP-467: the keyless records of a batch for a compacted topic are named.
+        Step("v9-compacted-keyless-records", PRODUCE, 9, one(compacted, batch(
+            [("k", "1", 0), (None, "2", 0), ("k", "3", 0), (None, "4", 0)]))),
+        Step("v7-compacted-keyless-record", PRODUCE, 7, one(compacted, batch([(None, "5", 0)]))),
+        Step("v9-compacted-keyed", PRODUCE, 9, one(compacted, batch([("k", "6", 0)]))),
         Step("v11-fetch-log-append-time", FETCH, 11, fetch_body(11, lat, 0)),
         Step("v9-empty-topic-data", PRODUCE, 9, {"acks": -1, "timeout": 1000, "topic_data": []}),
         Step("v9-after-all-latest", LIST_OFFSETS, 7, list_offsets_body(7, p, {0: -1})),
@@ -1163,6 +1179,8 @@ def _fetch(t: str) -> Session:
 
     steps += [
         Step("v11-at-start", FETCH, 11, fetch_body(11, f, 0)),
+        Step("v17-at-start", FETCH, 17, lambda ctx: fetch_body(17, f, 0, topic_id=ctx["f"])),
+        Step("v18-mid-batch", FETCH, 18, lambda ctx: fetch_body(18, f, 4, topic_id=ctx["f"])),
         Step("v11-mid-batch", FETCH, 11, fetch_body(11, f, 4)),
         Step("v11-at-end", FETCH, 11, fetch_body(11, f, 10)),
         Step("v11-beyond-end", FETCH, 11, fetch_body(11, f, 11)),
@@ -1262,6 +1280,26 @@ def _fetch(t: str) -> Session:
     return Session("fetch", steps)
 
 
+def _log_dirs_transform(kafka: Any, tidelog: Any) -> tuple[Any, Any]:
+    """Each broker's own directory and disk: the path and byte totals become placeholders
+    (compared: that both are there and positive); partitions and sizes are compared."""
+
+    def mask(answer: Any) -> Any:
+        if not isinstance(answer, dict):
+            return answer
+        results = []
+        for result in answer.get("results", []):
+            result = dict(result)
+            result["log_dir"] = "<log-dir>" if result.get("log_dir") else result.get("log_dir")
+            for key in ("total_bytes", "usable_bytes"):
+                if isinstance(result.get(key), int) and result[key] > 0:
+                    result[key] = "<bytes>"
+            results.append(result)
+        return {**answer, "results": results}
+
+    return mask(kafka), mask(tidelog)
+
+
 def _list_offsets(t: str) -> Session:
     lo = f"{t}lo"
     steps = setup_topic(lo, 2)
@@ -1285,8 +1323,28 @@ def _list_offsets(t: str) -> Session:
     ]
     for name, ts in cases:
         steps.append(Step(f"v7-{name}", LIST_OFFSETS, 7, list_offsets_body(7, lo, {0: ts})))
+    # The tiered-storage specs, each from the version that names it (and one before).
+    for version, name, ts in [
+        (8, "earliest-local", -4), (8, "latest-tiered", -5), (9, "latest-tiered", -5),
+        (10, "latest", -1), (10, "earliest-pending-upload", -6),
+        (11, "earliest-pending-upload", -6), (11, "ts-minus-7", -7),
+    ]:
+        steps.append(
+            Step(f"v{version}-{name}", LIST_OFFSETS, version,
+                 list_offsets_body(version, lo, {0: ts}))
+        )
     steps += [
         Step("v7-empty-partition-latest", LIST_OFFSETS, 7, list_offsets_body(7, lo, {1: -1})),
+        # DescribeLogDirs of this topic's partitions (and one that does not exist): the same
+        # batches make the same partition sizes on both brokers.
+        *[
+            Step(f"describe-log-dirs-v{version}", DESCRIBE_LOG_DIRS, version,
+                 {"topics": [{"topic": lo, "partitions": [0, 1, 7]}]},
+                 transform=_log_dirs_transform)
+            for version in (1, 4, 5)
+        ],
+        Step("describe-log-dirs-v4-no-topics", DESCRIBE_LOG_DIRS, 4, {"topics": []},
+             transform=_log_dirs_transform),
         Step("v7-empty-partition-max-ts", LIST_OFFSETS, 7, list_offsets_body(7, lo, {1: -3})),
         Step("v7-empty-partition-ts", LIST_OFFSETS, 7, list_offsets_body(7, lo, {1: T0})),
         Step("v1-latest", LIST_OFFSETS, 1, list_offsets_body(1, lo, {0: -1})),
@@ -1337,6 +1395,8 @@ def _list_offsets(t: str) -> Session:
         Step("v7-earliest-after-delete", LIST_OFFSETS, 7, list_offsets_body(7, lo, {0: -2})),
         Step("v7-ts-0-after-delete", LIST_OFFSETS, 7, list_offsets_body(7, lo, {0: 0})),
         Step("v7-max-ts-after-delete", LIST_OFFSETS, 7, list_offsets_body(7, lo, {0: -3})),
+        Step("v8-earliest-local-after-delete", LIST_OFFSETS, 8,
+             list_offsets_body(8, lo, {0: -4})),
     ]
     return Session("list_offsets", steps)
 
@@ -1434,6 +1494,12 @@ def _offsets(t: str) -> Session:
              commit_body(f"{t}g-gen", o, {0: 1}, generation=5, member="m-1")),
         Step("commit-v8-generation-minus-1-member", OFFSET_COMMIT, 8,
              commit_body(f"{t}g-gen2", o, {0: 1}, generation=-1, member="m-1")),
+        # The group now exists, EMPTY: Kafka's validateOffsetCommit accepts generation -1
+        # whatever member id it carries (a consumer-protocol client that only assigns).
+        Step("commit-v8-generation-minus-1-member-again", OFFSET_COMMIT, 8,
+             commit_body(f"{t}g-gen2", o, {0: 2}, generation=-1, member="m-1")),
+        Step("commit-v9-generation-minus-1-other-member", OFFSET_COMMIT, 9,
+             commit_body(f"{t}g-gen2", o, {0: 3}, generation=-1, member="m-2")),
         Step("commit-v8-metadata-too-large", OFFSET_COMMIT, 8,
              commit_body(g, o, {0: 9}, metadata="x" * 5000)),
         Step("commit-v8-null-metadata", OFFSET_COMMIT, 8,
@@ -1537,6 +1603,10 @@ def _classic_group(t: str) -> Session:
              "include_authorized_operations": False}),
         Step("describe-v0", DESCRIBE_GROUPS, 0, {"groups": [g]}),
         Step("describe-v5-unknown", DESCRIBE_GROUPS, 5, {"groups": [f"{t}g-nothere"],
+             "include_authorized_operations": False}),
+        Step("describe-v6", DESCRIBE_GROUPS, 6, {"groups": [g],
+             "include_authorized_operations": False}),
+        Step("describe-v6-unknown", DESCRIBE_GROUPS, 6, {"groups": [f"{t}g-nothere"],
              "include_authorized_operations": False}),
         Step("describe-v5-empty-id", DESCRIBE_GROUPS, 5, {"groups": [""],
              "include_authorized_operations": False}),
@@ -1845,12 +1915,24 @@ def _configs(t: str) -> Session:
              alter_body(TOPIC, ct, [("retention.ms", 0, None)])),
         Step("alter-v1-segment-bytes-too-small", INCREMENTAL_ALTER_CONFIGS, 1,
              alter_body(TOPIC, ct, [("segment.bytes", 0, "10")])),
-        Step("alter-configs-v1-not-served", ALTER_CONFIGS, 1, {
+        Step("alter-configs-v1-validate-only", ALTER_CONFIGS, 1, {
             "resources": [{"resource_type": TOPIC, "resource_name": ct,
                            "configs": [{"name": "retention.ms", "value": "1000"}]}],
             "validate_only": True}),
-        Step("describe-after-not-served", DESCRIBE_CONFIGS, 4,
+        Step("describe-after-legacy-validate-only", DESCRIBE_CONFIGS, 4,
              describe([config_resource(TOPIC, ct, ["retention.ms"])])),
+        Step("alter-configs-v2-replaces", ALTER_CONFIGS, 2, {
+            "resources": [{"resource_type": TOPIC, "resource_name": ct,
+                           "configs": [{"name": "segment.jitter.ms", "value": "5"},
+                                       {"name": "compression.type", "value": "lz4"}]}],
+            "validate_only": False}),
+        Step("describe-after-replace", DESCRIBE_CONFIGS, 4,
+             describe([config_resource(TOPIC, ct, ["retention.ms", "segment.jitter.ms",
+                                                   "compression.type", "min.insync.replicas"])])),
+        Step("alter-configs-v0-bad-value", ALTER_CONFIGS, 0, {
+            "resources": [{"resource_type": TOPIC, "resource_name": ct,
+                           "configs": [{"name": "preallocate", "value": "maybe"}]}],
+            "validate_only": False}),
         Step("alter-v1-broker-read-only-key", INCREMENTAL_ALTER_CONFIGS, 1,
              lambda ctx: alter_body(BROKER, str(ctx["node"]), [("num.partitions", 0, "3")],
                                     validate_only=True)),
@@ -1902,6 +1984,7 @@ def _init_producer_id(t: str) -> Session:
             setup_producer_ids(),
             Step("v0-idempotent", INIT_PRODUCER_ID, 0, body(0, None)),
             Step("v4-idempotent", INIT_PRODUCER_ID, 4, body(4, None)),
+            Step("v5-idempotent", INIT_PRODUCER_ID, 5, body(5, None)),
             Step("v4-idempotent-bump-unknown", INIT_PRODUCER_ID, 4,
                  body(4, None, pid=123456, epoch=0)),
             Step("v4-negative-timeout", INIT_PRODUCER_ID, 4, body(4, None, timeout=-5)),
@@ -2047,8 +2130,67 @@ def _describe_cluster(t: str) -> Session:
                  {"include_cluster_authorized_operations": False, "endpoint_type": 2}),
             Step("v1-bad-endpoint-type", DESCRIBE_CLUSTER, 1,
                  {"include_cluster_authorized_operations": False, "endpoint_type": 9}),
+            Step("v2-fenced-too", DESCRIBE_CLUSTER, 2,
+                 {"include_cluster_authorized_operations": False, "endpoint_type": 1,
+                  "include_fenced_brokers": True}),
         ],
     )
+
+
+def _by_topic(kafka: Any, tidelog: Any) -> tuple[Any, Any]:
+    """ElectLeaders of every partition: Kafka lists the topics in hash order; compare sorted."""
+
+    def ordered(answer: Any) -> Any:
+        if not isinstance(answer, dict) or "replica_election_results" not in answer:
+            return answer
+        results = sorted(answer["replica_election_results"], key=lambda r: str(r["topic"]))
+        return {**answer, "replica_election_results": results}
+
+    return ordered(kafka), ordered(tidelog)
+
+
+def _describe_topic_partitions(t: str) -> Session:
+    """KIP-966 pages: partition limits, cursors, unknown topics, bad cursors."""
+    a, b = f"{t}dtp-a", f"{t}dtp-b"
+
+    def body(names: list[str], limit: int = 2000,
+             cursor: tuple[str, int] | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "topics": [{"name": name} for name in names], "response_partition_limit": limit,
+        }
+        if cursor is not None:
+            out["cursor"] = {"topic_name": cursor[0], "partition_index": cursor[1]}
+        return out
+
+    steps = setup_topic(a, 3) + setup_topic(b, 2)
+    steps += [
+        Step(name, DESCRIBE_TOPIC_PARTITIONS, 0, request)
+        for name, request in [
+            ("v0-named", body([b, a])),
+            ("v0-limit-2", body([a, b], 2)),
+            ("v0-cursor-mid-topic", body([a, b], 2, (a, 2))),
+            ("v0-limit-3-ends-a-topic", body([a, b], 3)),
+            ("v0-limit-0", body([a, b], 0)),
+            ("v0-unknown-topic", body([a, f"{t}dtp-absent"])),
+            ("v0-cursor-not-listed", body([b], 10, (a, 0))),
+            ("v0-negative-cursor-partition", body([a], 10, (a, -1))),
+            ("v0-cursor-past-partitions", body([a, b], 10, (a, 7))),
+        ]
+    ]
+    # ElectLeaders: one broker (Kafka: one KRaft node) has nothing to elect.
+    steps += [
+        Step(name, ELECT_LEADERS, version, {
+            **({"election_type": election_type} if version >= 1 else {}),
+            "topic_partitions": partitions, "timeout": 10000,
+        }, transform=_by_topic)
+        for name, version, election_type, partitions in [
+            ("elect-v2-preferred", 2, 0, [{"topic": a, "partitions": [0, 2, 9]}]),
+            ("elect-v1-unclean", 1, 1, [{"topic": b, "partitions": [1]}]),
+            ("elect-v0-unknown-topic", 0, 0, [{"topic": f"{t}dtp-absent", "partitions": [0]}]),
+            ("elect-v2-all", 2, 0, None),
+        ]
+    ]
+    return Session("describe_topic_partitions", steps)
 
 
 def _acls(t: str) -> Session:

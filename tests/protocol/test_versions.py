@@ -56,10 +56,32 @@ def test_covers_the_ranges_real_clients_need() -> None:
         assert advertised_low <= low and high <= advertised_high, API_NAMES[api_key]
 
 
-def test_kafka_python_infers_a_modern_kafka() -> None:
-    assert infer_broker_version_from_api_versions(dict(SUPPORTED_VERSIONS)) == (3, 7)
+KAFKA_4_3_1 = {  # ApiVersions v3 of Apache Kafka 4.3.1 (KRaft broker), as measured
+    0: (0, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 8: (2, 10), 9: (1, 10), 10: (0, 6),
+    11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1),
+    18: (0, 4), 19: (2, 7), 20: (1, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 24: (0, 5),
+    25: (0, 4), 26: (0, 5), 27: (1, 2), 28: (0, 5), 29: (1, 3), 30: (1, 3), 31: (1, 3),
+    32: (1, 4), 33: (0, 2), 34: (1, 2), 35: (1, 5), 36: (0, 2), 37: (0, 3), 38: (1, 3),
+    39: (1, 2), 40: (1, 2), 41: (1, 3), 42: (0, 2), 43: (0, 2), 44: (0, 1), 45: (0, 1),
+    46: (0, 0), 47: (0, 0), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0), 55: (0, 2),
+    57: (0, 2), 60: (0, 2), 61: (0, 0), 64: (0, 0), 65: (0, 0), 66: (0, 2), 68: (0, 1),
+    69: (0, 1), 74: (0, 1), 75: (0, 0), 76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2),
+    80: (0, 1), 81: (0, 0), 83: (0, 0), 84: (0, 0), 85: (0, 1), 86: (0, 0), 87: (0, 1),
+    88: (0, 0), 89: (0, 0), 90: (0, 1), 91: (0, 0), 92: (0, 0),
+}
+
+
+def test_every_range_is_within_kafka_4_3_1s() -> None:
+    for api_key, (low, high) in SUPPORTED_VERSIONS.items():
+        kafka_low, kafka_high = KAFKA_4_3_1[api_key]
+        # Produce: Kafka 4 still lists v0-2 (KAFKA-18659) it no longer accepts.
+        assert kafka_low <= low <= high <= kafka_high, API_NAMES[api_key]
+
+
+def test_kafka_python_infers_kafka_4() -> None:
+    assert infer_broker_version_from_api_versions(dict(SUPPORTED_VERSIONS)) >= (4, 0)
     negotiated = BrokerVersionData(api_versions=dict(SUPPORTED_VERSIONS))
-    assert negotiated.broker_version >= (3, 0)
+    assert negotiated.broker_version >= (4, 0)
 
 
 @pytest.mark.parametrize("version", range(5))

@@ -83,6 +83,10 @@ class BrokerConfig:
     # KIP-1191 dead-letter topics of share groups.
     errors_deadletterqueue_topic_name_prefix: str = "dlq."
     errors_deadletterqueue_auto_create_topics_enable: bool = False
+    # Fetch sessions (KIP-227): slots in the cache (0: none), and the idle time after which
+    # a session may be evicted (Kafka's constant; KIP-227's name, so a test can shorten it).
+    max_incremental_fetch_session_cache_slots: int = 1000
+    min_incremental_fetch_session_eviction_ms: int = 120_000
     log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (flush.ms, cleaner)
     log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
     log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
@@ -162,6 +166,12 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _parse_int),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _parse_int),
     "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _parse_int),
+    "max.incremental.fetch.session.cache.slots": (
+        "max_incremental_fetch_session_cache_slots", _parse_int
+    ),
+    "min.incremental.fetch.session.eviction.ms": (
+        "min_incremental_fetch_session_eviction_ms", _parse_int
+    ),
     "authorizer.class.name": ("authorizer_class_name", _parse_str),
     "tidelog.scram.bootstrap.users": ("scram_bootstrap_users", _parse_str),
     "super.users": ("super_users", _parse_super_users),
@@ -383,6 +393,8 @@ def _check(config: BrokerConfig) -> None:
         raise ConfigError("socket.request.max.bytes must be at least 1024")
     if config.max_connections < 1:
         raise ConfigError("max.connections must be at least 1")
+    if config.max_incremental_fetch_session_cache_slots < 0:
+        raise ConfigError("max.incremental.fetch.session.cache.slots must be at least 0")
     if config.max_in_flight_per_connection < 1:
         raise ConfigError("queued.max.requests must be at least 1")
     if config.node_id < 0:

@@ -28,9 +28,12 @@ from tidelog.broker.handlers import (
     admin,
     api_versions,
     client_quotas,
+    describe_topic_partitions,
+    elect_leaders,
     fetch,
     groups,
     list_offsets,
+    log_dirs,
     metadata,
     produce,
     producer,
@@ -125,6 +128,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             broker.lifecycle,
             authorizer,
             broker.quotas,
+            broker.fetch_sessions,
         )
     )
     table |= list_offsets.handlers(
@@ -139,6 +143,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     table |= client_quotas.handlers(
         client_quotas.ClientQuotaDeps(authorizer, broker.quota_store, broker.quotas)
     )
+    table |= log_dirs.handlers(log_dirs.LogDirsDeps(config.data_dir, topics, authorizer))
     locator = _coordinator_locator(broker, replication)
     table |= groups.handlers(GroupDeps(
         topics, load_groups, locator, authorizer, _transaction_locator(broker, replication)
@@ -162,6 +167,13 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             topics, load_shares, partial(share_service.started, broker),
             partial(_is_other_group, broker), authorizer,
         ), table)
+        # Single node: every partition led here (a cluster's would need the cluster view).
+        table |= elect_leaders.handlers(elect_leaders.ElectLeadersDeps(topics, authorizer))
+        table |= describe_topic_partitions.handlers(
+            describe_topic_partitions.DescribeTopicPartitionsDeps(
+                config.node_id, topics, authorizer
+            )
+        )
     else:
         from tidelog.broker.handlers import cluster, cluster_admin
         from tidelog.broker.handlers.cluster_common import ClusterDeps

@@ -55,6 +55,8 @@ class Metrics(Protocol):
 
     def record_fetch_parked(self, delta: int) -> None: ...
 
+    def record_fetch_session(self, kind: str) -> None: ...
+
     def record_fsync(self, latency_s: float) -> None: ...
 
 
@@ -78,6 +80,9 @@ class NullMetrics:
         pass
 
     def record_fetch_parked(self, delta: int) -> None:
+        pass
+
+    def record_fetch_session(self, kind: str) -> None:
         pass
 
     def record_fsync(self, latency_s: float) -> None:

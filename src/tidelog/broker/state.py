@@ -18,6 +18,7 @@ from tidelog.broker import clock
 from tidelog.broker.acl_store import AclStore, FileAclStore
 from tidelog.broker.config import BrokerConfig
 from tidelog.broker.delayed import AppendWaiters
+from tidelog.broker.fetch_session import FetchSessionCache
 from tidelog.broker.metadata import TopicInfo, TopicStore, load_or_create_cluster_id
 from tidelog.broker.producer_ids import ProducerIdAllocator
 from tidelog.broker.quotas.manager import QuotaManager
@@ -79,6 +80,12 @@ class Broker:
         self.credentials = CredentialCache(config.data_dir)
         self.user_store: Any = None
         self.append_waiters = AppendWaiters()
+        # Kept here, not in the handler table, so sessions survive the switch to cluster mode.
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots,
+            config.min_incremental_fetch_session_eviction_ms,
+            max_partitions=config.max_broker_partitions,
+        )
         self.lifecycle = Lifecycle()
         self.metrics: Metrics = NULL_METRICS
         # Typed by the interfaces the services use of each other, so this module need not

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from tidelog.broker.config import BrokerConfig
 from tidelog.errors import ErrorCode, KafkaError
-from tidelog.storage.config import TOPIC_CONFIG_NAMES, LogConfig
+from tidelog.storage.config import STORED_TOPIC_CONFIGS, TOPIC_CONFIG_NAMES, LogConfig
 
 
 class ConfigSource(enum.IntEnum):
@@ -93,7 +93,16 @@ _TOPIC_TYPES: dict[str, ConfigType] = {
     "cleanup.policy": ConfigType.LIST,
     "min.cleanable.dirty.ratio": ConfigType.DOUBLE,
     "tidelog.delivery.delay.enable": ConfigType.BOOLEAN,
+    "compression.type": ConfigType.STRING,
 }
+_STORED_TYPES = {
+    "boolean": ConfigType.BOOLEAN,
+    "int": ConfigType.INT,
+    "long": ConfigType.LONG,
+    "list": ConfigType.LIST,
+    "string": ConfigType.STRING,
+}
+_STORED_DOC = "Accepted, stored and described; Tidelog does not act on it (docs/decisions.md)."
 _TOPIC_DOCS: dict[str, str] = {
     "segment.bytes": "Size of one log segment file in bytes; a full segment is rolled.",
     "segment.ms": "Roll a new segment after this long even if the active one is not full.",
@@ -114,6 +123,8 @@ _TOPIC_DOCS: dict[str, str] = {
         "Records with TIMER_DELIVER_MS, TIMER_DELAY_MS or DELAY headers are delivered when due."
     ),
     "tidelog.delivery.max.delay.ms": "Longest delivery delay accepted; longer: INVALID_RECORD.",
+    "compression.type": "producer keeps each batch's codec; uncompressed, gzip, snappy, lz4 "
+    "or zstd recompresses every batch appended to the topic.",
 }
 # Coarser broker spellings that also set a broker-level log setting.
 _BROKER_ALIASES: dict[str, str] = {
@@ -131,7 +142,29 @@ def _static_broker_names(config: BrokerConfig) -> set[str]:
 
 
 def topic_config_type(name: str) -> ConfigType:
+    stored = STORED_TOPIC_CONFIGS.get(name)
+    if stored is not None:
+        return _STORED_TYPES[stored.kind]
     return _TOPIC_TYPES.get(name, ConfigType.LONG)
+
+
+def _stored_entry(name: str, overrides: Mapping[str, str]) -> ConfigEntry:
+    stored = STORED_TOPIC_CONFIGS[name]
+    synonyms: list[Synonym] = []
+    if name in overrides:
+        synonyms.append(Synonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+    if stored.broker_name is not None:
+        synonyms.append(Synonym(stored.broker_name, stored.default, ConfigSource.DEFAULT_CONFIG))
+    value = overrides.get(name, stored.default)
+    source = ConfigSource.DYNAMIC_TOPIC_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG
+    return ConfigEntry(
+        name=name,
+        value=value,
+        source=source,
+        config_type=topic_config_type(name),
+        documentation=_STORED_DOC,
+        synonyms=tuple(synonyms),
+    )
 
 
 def describe_topic_configs(
@@ -143,8 +176,11 @@ def describe_topic_configs(
     static = _static_broker_names(config)
     wanted = set(keys) if keys is not None else None
     entries = []
-    for name in sorted(TOPIC_CONFIG_NAMES):
+    for name in sorted(set(TOPIC_CONFIG_NAMES) | set(STORED_TOPIC_CONFIGS)):
         if wanted is not None and name not in wanted:
+            continue
+        if name in STORED_TOPIC_CONFIGS:
+            entries.append(_stored_entry(name, overrides))
             continue
         broker_name = TOPIC_CONFIG_NAMES[name]
         synonyms: list[Synonym] = []
@@ -246,7 +282,7 @@ def _invalid_config(message: str) -> KafkaError:
 
 
 def _check_known(name: str) -> None:
-    if name not in TOPIC_CONFIG_NAMES:
+    if name not in TOPIC_CONFIG_NAMES and name not in STORED_TOPIC_CONFIGS:
         raise _invalid_config(f"unknown topic config {name!r}")
 
 
@@ -263,7 +299,9 @@ def validate_overrides(config: BrokerConfig, overrides: Mapping[str, str | None]
 
 
 def _list_value(config: BrokerConfig, overrides: Mapping[str, str], name: str) -> list[str]:
-    current = overrides.get(name, config.log.to_properties()[name])
+    stored = STORED_TOPIC_CONFIGS.get(name)
+    default = stored.default if stored is not None else config.log.to_properties()[name]
+    current = overrides.get(name, default)
     return [item.strip() for item in current.split(",") if item.strip()]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from tidelog.broker.config import BrokerConfig
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
@@ -43,6 +43,10 @@ class TopicRegistry:
 
     def all(self) -> list[TopicInfo]:
         return self._store.all()
+
+    def local_logs(self) -> Iterable[PartitionLog]:
+        """Every partition log open on this broker (DescribeLogDirs)."""
+        return self._logs.logs()
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog:
         info = self._store.get(topic)

@@ -14,6 +14,7 @@ from tidelog.cli.console import console_command
 from tidelog.cli.consume import consume_command
 from tidelog.cli.dump_log import dump_log_command
 from tidelog.cli.groups import groups
+from tidelog.cli.log_dirs import log_dirs_group
 from tidelog.cli.produce import produce_command
 from tidelog.cli.serve import serve
 from tidelog.cli.share_groups import describe_share, list_share, reset_share_offsets
@@ -36,6 +37,8 @@ main.add_command(produce_command)
 main.add_command(consume_command)
 main.add_command(dump_log_command)
 main.add_command(config_group)
+main.add_command(config_group, name="configs")  # kafka-configs' spelling
+main.add_command(log_dirs_group)
 main.add_command(bench_group)
 main.add_command(groups)
 main.add_command(cluster_group)

@@ -245,6 +245,11 @@ def validate_commit(
     """Kafka's fencing of OffsetCommit for a classic group (also TxnOffsetCommit rules)."""
     if group.state is GroupState.DEAD:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if generation_id < 0 and group.state is GroupState.EMPTY:
+        # Kafka's validateOffsetCommit: an admin client or a consumer outside group
+        # management (e.g. assign() with group.protocol=consumer, which sends its member id)
+        # may commit to an empty group whatever member id it carries.
+        return ErrorCode.NONE
     if generation_id >= 0 or member_id or instance_id is not None:
         if group.is_static_fenced(member_id, instance_id):
             return ErrorCode.FENCED_INSTANCE_ID

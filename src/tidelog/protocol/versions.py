@@ -1,9 +1,11 @@
 """The API version table Tidelog advertises, and the ApiVersions response built from it.
 
-Every range is a subset of what kio 0.6.5 can both read and write (checked by the tests), and
-the whole table is shaped like Apache Kafka 3.7 where the issue does not ask for more, because
-kafka-python 3.x guesses the broker's release from these ranges (Fetch v16 is its 3.7 marker,
-Produce v11 would make it 3.8, Fetch v17 3.9) and gates features on the guess.
+Every range is a subset of what kio 0.6.5 can both read and write (checked by the tests) and
+of what Apache Kafka 4.3.1 advertises, up to the newest version whose fields Tidelog handles,
+so clients that infer the broker's release from the table infer 4.x (kafka-python 3.x: ListOffsets
+v11 is its 4.2 marker, Produce v13 would be 4.1's). Still below Kafka 4.3.1: Produce v13 and
+OffsetCommit/OffsetFetch v10 (topic ids), EndTxn/TxnOffsetCommit v5 and AddOffsetsToTxn-style
+transaction version 2, InitProducerId v6 (2PC), ListTransactions v2 (docs/decisions.md).
 
 ApiVersions fallback frame (``encode_unsupported_api_versions``), always the v0 layout::
 
@@ -36,9 +38,9 @@ from tidelog.protocol.api_keys import ApiKey
 
 SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
     {
-        0: (3, 10),  # Produce (v3 is kio's minimum; v11+ would read as Kafka 3.8)
-        1: (4, 16),  # Fetch (v16 is kafka-python's Kafka 3.7 marker)
-        2: (1, 7),  # ListOffsets
+        0: (3, 12),  # Produce (v3 is kio's minimum; v11-12 as v10; v13 needs topic ids)
+        1: (4, 18),  # Fetch (v17-18 add only followers' tagged fields)
+        2: (1, 11),  # ListOffsets (v8-11: the tiered-storage specs; v10 is kafka-python's 4.0)
         3: (0, 13),  # Metadata
         8: (2, 9),  # OffsetCommit
         9: (1, 9),  # OffsetFetch
@@ -47,14 +49,14 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         12: (0, 4),  # Heartbeat
         13: (0, 5),  # LeaveGroup
         14: (0, 5),  # SyncGroup
-        15: (0, 5),  # DescribeGroups
+        15: (0, 6),  # DescribeGroups (v6: GROUP_ID_NOT_FOUND for an unknown group, KIP-1043)
         16: (0, 5),  # ListGroups (v5: types filter and group type, KIP-848)
         17: (0, 1),  # SaslHandshake (v0: bare tokens follow; v1: SaslAuthenticate)
         18: (0, 4),  # ApiVersions
         19: (2, 7),  # CreateTopics
         20: (1, 6),  # DeleteTopics
         21: (0, 2),  # DeleteRecords
-        22: (0, 4),  # InitProducerId
+        22: (0, 5),  # InitProducerId (v5: TRANSACTION_ABORTABLE may be answered; v6 is 2PC)
         23: (2, 4),  # OffsetForLeaderEpoch (kio starts at v2)
         24: (0, 5),  # AddPartitionsToTxn (v4-5: batched, verify_only; single node only)
         25: (0, 4),  # AddOffsetsToTxn (v5 would be transaction version 2)
@@ -65,16 +67,19 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         30: (1, 3),  # CreateAcls (kio starts at v1)
         31: (1, 3),  # DeleteAcls (kio starts at v1)
         32: (1, 4),  # DescribeConfigs (kio starts at v1)
+        33: (0, 2),  # AlterConfigs (the given set replaces the topic's overrides)
+        35: (1, 5),  # DescribeLogDirs (one log dir: --data-dir; v5 is kafka-python's 4.3)
         36: (0, 2),  # SaslAuthenticate (v1: session lifetime, KIP-368)
         37: (0, 3),  # CreatePartitions
         42: (0, 2),  # DeleteGroups
+        43: (0, 2),  # ElectLeaders (single node: nothing to elect)
         44: (0, 1),  # IncrementalAlterConfigs
         47: (0, 0),  # OffsetDelete
         48: (0, 1),  # DescribeClientQuotas (KIP-546)
         49: (0, 1),  # AlterClientQuotas
         50: (0, 0),  # DescribeUserScramCredentials (single node: the data directory's store)
         51: (0, 0),  # AlterUserScramCredentials
-        60: (0, 1),  # DescribeCluster
+        60: (0, 2),  # DescribeCluster (v2: is_fenced, never true here)
         61: (0, 0),  # DescribeProducers (single node)
         65: (0, 0),  # DescribeTransactions (single node)
         66: (0, 1),  # ListTransactions (v2's transactional_id_pattern not served; single node)
@@ -87,6 +92,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         90: (0, 1),  # DescribeShareGroupOffsets (v1: lag, KIP-1226)
         91: (0, 0),  # AlterShareGroupOffsets
         92: (0, 0),  # DeleteShareGroupOffsets
+        75: (0, 0),  # DescribeTopicPartitions (KIP-966; single node)
     }
 )
 
@@ -126,6 +132,7 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         36: "SaslAuthenticate",
         37: "CreatePartitions",
         42: "DeleteGroups",
+        43: "ElectLeaders",
         44: "IncrementalAlterConfigs",
         47: "OffsetDelete",
         48: "DescribeClientQuotas",
@@ -145,6 +152,7 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         90: "DescribeShareGroupOffsets",
         91: "AlterShareGroupOffsets",
         92: "DeleteShareGroupOffsets",
+        75: "DescribeTopicPartitions",
     }
 )
 

@@ -3,6 +3,10 @@
 `LogConfig` is a frozen value; `from_properties` turns a `{"segment.bytes": "1024", ...}` mapping
 (CreateTopics, AlterConfigs, IncrementalAlterConfigs) into one, raising
 `KafkaError(INVALID_CONFIG)` for an unknown name or an out-of-range value, never a crash.
+
+`STORED_TOPIC_CONFIGS` are the rest of Kafka 4's topic configs: accepted (checked as Kafka
+types them), stored with the topic and described, but not acted on (docs/decisions.md says
+why for each); `from_properties` checks and skips them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from tidelog.errors import ErrorCode, KafkaError
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
 
 # topic-level name -> broker-level name (DescribeConfigs synonyms, server defaults)
 TOPIC_CONFIG_NAMES: dict[str, str] = {
@@ -36,6 +41,7 @@ TOPIC_CONFIG_NAMES: dict[str, str] = {
     # Delayed delivery (docs/delivery.md): Tidelog's own names, the same at both levels.
     "tidelog.delivery.delay.enable": "tidelog.delivery.delay.enable",
     "tidelog.delivery.max.delay.ms": "tidelog.delivery.max.delay.ms",
+    "compression.type": "compression.type",
 }
 
 # topic-level name -> dataclass field
@@ -46,6 +52,8 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("delete", "compact")
 # The timing wheel covers 100 ms x 64^5 (about 3.4 years); a year leaves room.
 MAX_DELIVERY_DELAY_MS = 365 * 24 * 3600 * 1000
+# compression.type: `producer` keeps each batch as sent; a codec recompresses on append.
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +76,7 @@ class LogConfig:
     # Records of such topics are decoded on produce for their timer headers (D16).
     tidelog_delivery_delay_enable: bool = False
     tidelog_delivery_max_delay_ms: int = 7 * 24 * 3600 * 1000
+    compression_type: str = "producer"
 
     def __post_init__(self) -> None:
         for name, field in _FIELDS.items():
@@ -98,6 +107,10 @@ class LogConfig:
         """Topic-level Kafka names -> config; unknown or invalid -> KafkaError(INVALID_CONFIG)."""
         changes: dict[str, object] = {}
         for name, raw in props.items():
+            stored = STORED_TOPIC_CONFIGS.get(name)
+            if stored is not None:
+                stored.check(name, str(raw).strip())
+                continue
             field = _FIELDS.get(name)
             if field is None:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {name!r}")
@@ -176,6 +189,7 @@ _VALIDATORS: dict[str, Callable[[str, object], None]] = {
     "min.cleanable.dirty.ratio": _check_ratio,
     "tidelog.delivery.delay.enable": _check_bool,
     "tidelog.delivery.max.delay.ms": _int_range(1, MAX_DELIVERY_DELAY_MS),
+    "compression.type": _choice(COMPRESSION_TYPES),
 }
 
 
@@ -217,4 +231,58 @@ _PARSERS: dict[str, Callable[[str, str], object]] = _INT_PARSERS | {
     "message.timestamp.type": _parse_str,
     "min.cleanable.dirty.ratio": _parse_float,
     "tidelog.delivery.delay.enable": _parse_bool,
+    "compression.type": _parse_str,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredConfig:
+    """A Kafka topic config Tidelog stores and describes without acting on it."""
+
+    broker_name: str | None  # its broker-level synonym in Kafka, if any
+    default: str  # Kafka 4.3's default, as DescribeConfigs prints it
+    kind: str  # Kafka's type: boolean, int, long, list, string
+    low: int = INT64_MIN  # bounds of an int or long
+    choices: tuple[str, ...] = ()  # allowed values of a string
+
+    def check(self, name: str, raw: str) -> None:
+        if self.kind == "boolean":
+            if raw.lower() not in ("true", "false"):
+                raise _invalid(name, raw, "must be true or false")
+        elif self.kind in ("int", "long"):
+            value = _parse_int(name, raw)
+            high = INT32_MAX if self.kind == "int" else INT64_MAX
+            _int_range(self.low, high)(name, value)
+        elif self.choices and raw not in self.choices:
+            raise _invalid(name, raw, f"must be one of {', '.join(self.choices)}")
+
+
+# Kafka 4.3's topic configs beyond LogConfig's: accepted and described, not acted on.
+STORED_TOPIC_CONFIGS: dict[str, StoredConfig] = {
+    "compression.gzip.level": StoredConfig("compression.gzip.level", "-1", "int", -1),
+    "compression.lz4.level": StoredConfig("compression.lz4.level", "9", "int", 1),
+    "compression.zstd.level": StoredConfig("compression.zstd.level", "3", "int", -131072),
+    "file.delete.delay.ms": StoredConfig("log.segment.delete.delay.ms", "60000", "long", 0),
+    "follower.replication.throttled.replicas": StoredConfig(None, "", "list"),
+    "leader.replication.throttled.replicas": StoredConfig(None, "", "list"),
+    "local.retention.bytes": StoredConfig("log.local.retention.bytes", "-2", "long", -2),
+    "local.retention.ms": StoredConfig("log.local.retention.ms", "-2", "long", -2),
+    "max.compaction.lag.ms": StoredConfig(
+        "log.cleaner.max.compaction.lag.ms", str(INT64_MAX), "long", 1
+    ),
+    "message.timestamp.after.max.ms": StoredConfig(
+        "log.message.timestamp.after.max.ms", "3600000", "long", 0
+    ),
+    "message.timestamp.before.max.ms": StoredConfig(
+        "log.message.timestamp.before.max.ms", str(INT64_MAX), "long", 0
+    ),
+    "min.insync.replicas": StoredConfig("min.insync.replicas", "1", "int", 1),
+    "preallocate": StoredConfig("log.preallocate", "false", "boolean"),
+    "remote.log.copy.disable": StoredConfig(None, "false", "boolean"),
+    "remote.log.delete.on.disable": StoredConfig(None, "false", "boolean"),
+    "remote.storage.enable": StoredConfig(None, "false", "boolean"),
+    "segment.jitter.ms": StoredConfig("log.roll.jitter.ms", "0", "long", 0),
+    "unclean.leader.election.enable": StoredConfig(
+        "unclean.leader.election.enable", "false", "boolean"
+    ),
 }

@@ -122,7 +122,9 @@ class PartitionLog:
         self._check_fsync_error()
         total_size = log_validator.validate_batches(batches, self.config, origin)
         if self.config.compacts:
-            log_validator.require_keys(batches, self.config.max_message_bytes)
+            log_validator.require_keys(
+                batches, self.config.max_message_bytes, str(self.topic_partition)
+            )
         for batch in batches:
             if batch.is_control and batch.producer_id >= 0:
                 marker = read_end_transaction_marker(batch)

@@ -94,16 +94,36 @@ def validate_batches(
     return total_size
 
 
-def require_keys(batches: Sequence[RecordBatch], max_uncompressed_bytes: int) -> None:
+# Kafka's error message shows at most three record errors (all are in record_errors).
+_RECORD_ERRORS_SHOWN = 3
+
+
+def require_keys(
+    batches: Sequence[RecordBatch], max_uncompressed_bytes: int, topic_partition: str = ""
+) -> None:
     """Kafka refuses keyless records in a compacted topic (the only produce path that decodes
-    records, as Kafka's LogValidator does); control batches carry their own keys."""
+    records, as Kafka's LogValidator does); control batches carry their own keys. Every
+    keyless record is named by its index in the batch (KIP-467 record errors)."""
+    record_errors: list[tuple[int, str]] = []
+    why = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
     for batch in batches:
         if batch.is_control:
             continue
         limit = max(max_uncompressed_bytes, 1 << 20) * _INFLATION_LIMIT
-        for record in iter_records(batch, max_uncompressed_bytes=limit):
+        for index, record in enumerate(iter_records(batch, max_uncompressed_bytes=limit)):
             if record.key is None:
-                raise InvalidRecordError("compacted topic cannot accept a record without a key")
+                record_errors.append((index, why))
+    if record_errors:
+        shown = ", ".join(
+            f"RecordError(batchIndex={index}, message='{message}')"
+            for index, message in record_errors[:_RECORD_ERRORS_SHOWN]
+        )
+        raise InvalidRecordError(
+            f"One or more records have been rejected due to {len(record_errors)} record errors "
+            "in total, and only showing the first three errors at most: "
+            f"[{shown}]",
+            tuple(record_errors),
+        )
 
 
 def assign_offsets(

@@ -152,6 +152,10 @@ REQUIRED: dict[ApiKey, tuple[Requirement, ...]] = {
     ApiKey.LIST_TRANSACTIONS: (Requirement(Op.DESCRIBE, Type.TRANSACTIONAL_ID),),
     ApiKey.DESCRIBE_PRODUCERS: (Requirement(Op.READ, Type.TOPIC),),
     ApiKey.DESCRIBE_CLUSTER: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
+    ApiKey.DESCRIBE_LOG_DIRS: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
+    ApiKey.ELECT_LEADERS: (Requirement(Op.ALTER, Type.CLUSTER),),
+    # Topics the caller may not DESCRIBE are left out, or refused when named.
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (Requirement(Op.DESCRIBE, Type.TOPIC),),
     ApiKey.DESCRIBE_ACLS: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
     ApiKey.CREATE_ACLS: (Requirement(Op.ALTER, Type.CLUSTER),),
     ApiKey.DELETE_ACLS: (Requirement(Op.ALTER, Type.CLUSTER),),

@@ -4,8 +4,12 @@ Long poll: when fewer than min_bytes are available and max_wait_ms has not passe
 parks on `deps.append_waiters` and is woken by the next append to one of its partitions
 (no polling). max_bytes bounds the response and partition_max_bytes each partition, but the
 first batch found is always sent even when larger (so a big batch never blocks a consumer).
-On a single node the high watermark is the log end offset. Fetch sessions (v7+) are answered
-sessionless (session_id 0): every request is a full fetch, which every client accepts.
+On a single node the high watermark is the log end offset.
+
+Fetch sessions (v7+, KIP-227; `broker/fetch_session.py`): a full request may open a session,
+an incremental one names only the partitions that changed and is answered with only the
+partitions that have records or news; the read itself covers every partition of the session.
+Followers in a cluster fetch sessionless (epoch -1): Tidelog's replica fetcher keeps no session.
 """
 
 from __future__ import annotations
@@ -13,16 +17,24 @@ from __future__ import annotations
 import io
 import logging
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from tidelog.broker import clock
 from tidelog.broker.delayed import AppendWaiters
+from tidelog.broker.fetch_session import (
+    CachedPartition,
+    FetchContext,
+    FetchSessionCache,
+    PartitionKey,
+    new_context,
+)
 from tidelog.broker.handlers.authorization import Op, Type, allowed_names, cluster_allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.handlers.quota_throttle import fetch_max_bytes, fetch_throttle_ms
-from tidelog.broker.quotas.manager import QuotaManager
+from tidelog.broker.quotas.manager import QuotaManager, QuotaType
 from tidelog.broker.services import Lifecycle, Metrics, PartitionReplication
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.errors import ErrorCode, KafkaError
@@ -50,6 +62,7 @@ class FetchDeps:
     lifecycle: Lifecycle
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
     quotas: QuotaManager | None = None  # client quotas (consumer_byte_rate); None: none
+    sessions: FetchSessionCache | None = None  # None: every fetch answered sessionless
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +76,14 @@ class _Wanted:
     tp: TopicPartition  # built once per request, reused by every read pass
 
 
-def _wanted(deps: FetchDeps, request: Any, version: int) -> list[_Wanted]:
+def _requested(
+    deps: FetchDeps, request: Any, version: int
+) -> tuple[list[CachedPartition], list[PartitionKey]]:
+    """The partitions the request names (all of them, or the changes of a session) and the
+    ones it forgets (v7+ `forgotten_topics_data`; keyed by topic id from v13)."""
     # Keyed as Kafka's LinkedHashMap: a partition named twice is read and answered once (the
     # last entry wins, in the first one's place), so duplicates cannot multiply the work.
-    wanted: dict[tuple[str, uuid.UUID, int], _Wanted] = {}
+    named: dict[tuple[str, uuid.UUID, int], CachedPartition] = {}
     for topic in request.topics:
         if version >= 13:
             topic_id = topic.topic_id or _ZERO_ID
@@ -77,16 +94,34 @@ def _wanted(deps: FetchDeps, request: Any, version: int) -> list[_Wanted]:
             info = deps.topics.get(name)
             topic_id = info.topic_id if info else _ZERO_ID
         for partition in topic.partitions:
-            wanted[(name, topic_id, partition.partition)] = _Wanted(
+            named[(name, topic_id, partition.partition)] = CachedPartition(
                 name,
                 topic_id,
                 partition.partition,
                 partition.fetch_offset,
                 partition.partition_max_bytes,
                 int(getattr(partition, "current_leader_epoch", -1)),
-                TopicPartition(name, partition.partition),
             )
-    return list(wanted.values())
+    forgotten: list[PartitionKey] = []
+    for topic in getattr(request, "forgotten_topics_data", ()):
+        key: str | uuid.UUID = (topic.topic_id or _ZERO_ID) if version >= 13 else topic.topic
+        forgotten.extend((key, int(index)) for index in topic.partitions)
+    return list(named.values()), forgotten
+
+
+def _wanted(partitions: Iterable[CachedPartition]) -> list[_Wanted]:
+    return [
+        _Wanted(
+            item.topic,
+            item.topic_id,
+            item.partition,
+            item.fetch_offset,
+            item.partition_max_bytes,
+            item.current_leader_epoch,
+            TopicPartition(item.topic, item.partition),
+        )
+        for item in partitions
+    ]
 
 
 def _ms(value: Any) -> int:
@@ -139,6 +174,15 @@ def _read_all(
             last_stable_offset = partition_log.last_stable_offset(high_watermark)
             if read_committed and replica_id < 0:
                 max_offset = min(max_offset, last_stable_offset)
+            log_start_offset = partition_log.log_start_offset
+            if item.fetch_offset == max_offset and item.fetch_offset >= log_start_offset:
+                # Caught up: nothing to read (the common case of a long-polling consumer of
+                # many partitions); the answer the read would give, without the read.
+                entries.append(FetchPartitionData(
+                    item.partition, ErrorCode.NONE, high_watermark, last_stable_offset,
+                    log_start_offset, aborted_transactions_listed=read_committed,
+                ))
+                continue
             limit = max(0, min(item.partition_max_bytes, max_bytes - total))
             if files >= MAX_SEGMENT_FILES_PER_FETCH:
                 limit = 0  # the rest come in the next Fetch, as past fetch.max.bytes
@@ -225,17 +269,48 @@ def _refused(
     return frozenset(names - allowed_names(authorizer, context, Op.READ, Type.TOPIC, names))
 
 
+def _session_context(
+    deps: FetchDeps,
+    request: Any,
+    version: int,
+    requested: list[CachedPartition],
+    forgotten: list[PartitionKey],
+) -> FetchContext:
+    if version < 7 or deps.sessions is None:
+        return FetchContext("sessionless")
+    return new_context(
+        deps.sessions,
+        int(request.session_id),
+        int(request.session_epoch),
+        version >= 13,
+        requested,
+        forgotten,
+        clock.monotonic_ms(),
+    )
+
+
 async def handle_fetch(deps: FetchDeps, context: RequestContext, request: Any) -> Outgoing:
     version = context.header.api_version
-    wanted = _wanted(deps, request, version)
+    requested, forgotten = _requested(deps, request, version)
+    session_context = _session_context(deps, request, version, requested, forgotten)
+    deps.metrics.record_fetch_session(session_context.kind)
+    if session_context.error != ErrorCode.NONE:
+        deps.metrics.record_error(ApiKey.FETCH, session_context.error.name)
+        return encode_fetch_response(context.header, [], error_code=session_context.error)
+    session = session_context.session
+    wanted = _wanted(session.partitions.values() if session is not None else requested)
     max_bytes = max(0, int(request.max_bytes))
     min_bytes = int(request.min_bytes)
     deadline_ms = clock.monotonic_ms() + max(0, _ms(request.max_wait))
     partitions = [item.tp for item in wanted if item.name]
     replica_id = _replica_id(request)
     read_committed = int(request.isolation_level) == 1
+    quota_limited = False
     if replica_id < 0:  # followers are not client-quota'd (replication quotas are not built)
-        max_bytes = fetch_max_bytes(deps.quotas, context, max_bytes)
+        limited = fetch_max_bytes(deps.quotas, context, max_bytes)
+        quota_limited = deps.quotas is not None and deps.quotas.max_value_in_window(
+            QuotaType.FETCH, context.principal.name, context.client_id) is not None
+        max_bytes = limited
     refused = frozenset[str]()
     if deps.authorizer is not None:
         refused = _refused(deps.authorizer, context, wanted, replica_id)
@@ -252,18 +327,30 @@ async def handle_fetch(deps: FetchDeps, context: RequestContext, request: Any) -
             await deps.append_waiters.wait(partitions, remaining_ms)
         finally:
             deps.metrics.record_fetch_parked(-1)
-    if replica_id >= 0 or deps.quotas is None:
-        deps.metrics.record_fetch_response(wanted, topics)
-        return encode_fetch_response(context.header, topics)
-    response = encode_fetch_response(context.header, topics)
-    # consumer_byte_rate counts the whole response, as Kafka's (getResponseSize)
-    throttle_ms = fetch_throttle_ms(deps.quotas, context, response.size)
-    if throttle_ms > 0:
-        # KIP-219: over quota, the answer is empty and carries the throttle time
-        _close(topics)
-        return encode_fetch_response(context.header, [], throttle_time_ms=throttle_ms)
+    if replica_id < 0 and quota_limited:
+        # consumer_byte_rate counts the whole response, as Kafka's (getResponseSize); over
+        # quota (KIP-219) the answer is empty, carries the throttle time and leaves the fetch
+        # session as it was (Kafka's getThrottledResponse)
+        size = encode_fetch_response(context.header, topics).size
+        throttle_ms = fetch_throttle_ms(deps.quotas, context, size)
+        if throttle_ms > 0:
+            _close(topics)
+            return encode_fetch_response(
+                context.header, [], throttle_time_ms=throttle_ms,
+                session_id=session.session_id if session is not None else 0)
     deps.metrics.record_fetch_response(wanted, topics)
-    return response
+    session_id = 0
+    if session is not None:  # incremental: only what the fetcher does not know yet
+        topics = session.respond(topics, incremental=True)
+        session_id = session.session_id
+    elif session_context.kind == "full" and deps.sessions is not None:
+        created = deps.sessions.maybe_create(
+            clock.monotonic_ms(), replica_id >= 0, version >= 13, requested
+        )
+        if created is not None:
+            created.respond(topics, incremental=False)  # remembers what was told
+            session_id = created.session_id
+    return encode_fetch_response(context.header, topics, session_id=session_id)
 
 
 def handlers(deps: FetchDeps) -> HandlerTable:

@@ -94,10 +94,15 @@ async def handle_describe_groups(deps: GroupDeps, context: RequestContext, reque
             )
             for m in group.members
         )
+        error, message = group.error, None
+        if version >= 6 and error == ErrorCode.NONE and group.state == "Dead":
+            # KIP-1043: v6 names an unknown group (Kafka's GroupIdNotFoundException text).
+            error, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
         described.append(
             responses.build(
                 module.DescribedGroup,
-                error_code=group.error,
+                error_code=error,
+                error_message=message,
                 group_id=group_id,
                 group_state=group.state,
                 protocol_type=group.protocol_type,
@@ -106,7 +111,7 @@ async def handle_describe_groups(deps: GroupDeps, context: RequestContext, reque
                 authorized_operations=resource_operations(
                     deps.authorizer,
                     context,
-                    wants_operations and group.error == ErrorCode.NONE,
+                    wants_operations and error == ErrorCode.NONE,
                     Type.GROUP,
                     group_id,
                     ALL_GROUP_OPERATIONS,

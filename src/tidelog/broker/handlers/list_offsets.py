@@ -1,5 +1,10 @@
-"""ListOffsets (key 2, v1-7): earliest (-2), latest (-1: the high watermark, or for
+"""ListOffsets (key 2, v1-11): earliest (-2), latest (-1: the high watermark, or for
 isolation_level READ_COMMITTED the last stable offset), max timestamp (-3), or by timestamp;
+the tiered-storage specs answered as Kafka answers them without remote storage: earliest
+local (-4, v8+) is the log start offset, latest tiered (-5, v9+) and earliest pending upload
+(-6, v11+) are offset -1 (UnifiedLog.fetchOffsetByTimestamp); an older version naming one gets
+UNSUPPORTED_VERSION, as does any other negative timestamp. v10's timeout_ms is not needed
+(every answer is local);
 and OffsetForLeaderEpoch (key 23, v2-4): where a leader epoch ends (KIP-101/320), from the
 partition's leader-epoch cache (replication's, or a lone broker's epoch 0).
 
@@ -28,7 +33,13 @@ from tidelog.security.authorizer import Authorizer
 from tidelog.storage.log import PartitionLog
 from tidelog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, TopicPartition
 
-_TIERED_TIMESTAMPS = (-4, -5)
+EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP = -4, -5, -6
+# The first ListOffsets version that may name each tiered-storage spec.
+_TIERED_TIMESTAMPS = {
+    EARLIEST_LOCAL_TIMESTAMP: 8,
+    LATEST_TIERED_TIMESTAMP: 9,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +64,7 @@ def _lookup(
     timestamp: int,
     current_leader_epoch: int = -1,
     read_committed: bool = False,
+    version: int = 7,
 ) -> tuple[int, int]:
     """(offset, timestamp) for one partition; raises KafkaError."""
     partition_log = deps.topics.partition_log(topic, partition)
@@ -71,12 +83,17 @@ def _lookup(
     if timestamp == MAX_TIMESTAMP:
         found = partition_log.max_timestamp_offset()
     elif timestamp in _TIERED_TIMESTAMPS:
-        # EARLIEST_LOCAL (-4, v8+) and LATEST_TIERED (-5, v9+) name versions not served.
-        raise KafkaError(
-            ErrorCode.UNSUPPORTED_VERSION, f"timestamp {timestamp} needs a later ListOffsets"
-        )
+        if version < _TIERED_TIMESTAMPS[timestamp]:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION, f"timestamp {timestamp} needs a later ListOffsets"
+            )
+        # No remote storage: the local log is the whole log, nothing is tiered or pending.
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return partition_log.log_start_offset, -1
+        return -1, -1
     elif timestamp < 0:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
+        # Kafka 4.3.1 answers a special timestamp it does not know as one of a later version.
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"unknown special timestamp {timestamp}")
     else:
         found = partition_log.offset_for_timestamp(timestamp)
     if found is None:
@@ -138,6 +155,7 @@ async def handle_list_offsets(deps: ListOffsetsDeps, context: RequestContext, re
                     deps, topic.name, partition.partition_index, partition.timestamp,
                     int(getattr(partition, "current_leader_epoch", -1)),
                     int(getattr(request, "isolation_level", 0)) == 1,
+                    version,
                 )
                 code = ErrorCode.NONE
                 if offset >= 0:

@@ -1,7 +1,9 @@
-"""Produce (key 0, v3-v10): validate batch headers and CRCs, append, answer with offsets.
+"""Produce (key 0, v3-v12): validate batch headers and CRCs, append, answer with offsets.
 
-The records are never decoded (D2): `split_batches` views the batch headers inside the receive
-buffer, `PartitionLog.append` validates them and rewrites baseOffset in place (the frame is a
+The records are never decoded (D2), except in a topic whose `compression.type` names a codec:
+its batches are recompressed before the append (records/recompress.py), as Kafka does.
+Otherwise `split_batches` views the batch headers inside the receive buffer,
+`PartitionLog.append` validates them and rewrites baseOffset in place (the frame is a
 bytearray, so the views are writable). Each partition is all or nothing; partitions fail
 independently with Kafka's codes. acks=0 gets no response; acks=1 and acks=-1 (all: on a single
 node the in-sync set is this node) answer after the append, or after fsync when the partition's
@@ -49,6 +51,7 @@ from tidelog.records.batch import (
     peek_batch_size,
     split_batches,
 )
+from tidelog.records.recompress import TOPIC_CODECS, recompress
 from tidelog.security.authorizer import Authorizer
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.log_validator import AppendOrigin
@@ -96,6 +99,29 @@ _ERRORS_WITHOUT_LOG_START = frozenset({
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
 })
+
+# Recompression bound (compression.type): as the compacted-key check, 64x the topic's
+# max.message.bytes and at least 64 MiB: generous for real data, bounded for bombs.
+_INFLATION_LIMIT = 64
+
+
+def _recompressed(
+    batches: list[RecordBatch], compression_type: str, max_message_bytes: int
+) -> list[RecordBatch]:
+    """The topic's codec on every batch (compression.type other than `producer`), each batch's
+    CRC checked first so a corrupt batch is refused, never re-signed."""
+    codec = TOPIC_CODECS.get(compression_type)
+    if codec is None:
+        return batches
+    limit = max(64 << 20, _INFLATION_LIMIT * max_message_bytes)
+    converted = []
+    for batch in batches:
+        if batch.codec != codec:
+            batch.validate()
+            batch = recompress(batch, codec, limit)
+        converted.append(batch)
+    return converted
+
 
 _MIN_BATCH_LENGTH = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
 _HEADER_SIZE_UP_TO_MAGIC = MAGIC_POSITION + 1
@@ -225,6 +251,10 @@ async def handle_produce(
                     _verify(deps, request.transactional_id, batches, tp)
                 result: AppendResult | None = None
                 if batches:
+                    batches = _recompressed(
+                        batches, partition_log.config.compression_type,
+                        partition_log.config.max_message_bytes,
+                    )
                     result = partition_log.append(
                         batches, now_ms=now_ms, leader_epoch=leader_epoch,
                         origin=AppendOrigin.CLIENT,
@@ -233,6 +263,17 @@ async def handle_produce(
                 log.debug("produce %s-%d: %s", topic.name, partition.index, error)
                 deps.metrics.record_error(ApiKey.PRODUCE, error.code.name)
                 fields.update(error_code=error.code, error_message=error.message or None)
+                entry_cls = getattr(module, "BatchIndexAndErrorMessage", None)  # v8+
+                if isinstance(error, InvalidRecordError) and error.record_errors and entry_cls:
+                    # KIP-467: which records of the batch are at fault.
+                    fields["record_errors"] = tuple(
+                        responses.build(
+                            entry_cls,
+                            batch_index=index,
+                            batch_index_error_message=message,
+                        )
+                        for index, message in error.record_errors
+                    )
                 if log_start_offset >= 0 and error.code not in _ERRORS_WITHOUT_LOG_START:
                     fields["log_start_offset"] = log_start_offset
             except OSError as error:

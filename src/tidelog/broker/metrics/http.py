@@ -246,6 +246,7 @@ async def start_metrics(
     metrics.set_connection_source(connection_count)
     metrics.set_group_source(lambda: group_stats(getattr(broker, "groups", None)))
     metrics.set_quota_source(broker.quotas.stats)
+    metrics.set_fetch_session_source(broker.fetch_sessions.stats)
 
     def target() -> HealthTarget:
         config = broker.config  # read per check: port 0 is resolved once the listener is bound

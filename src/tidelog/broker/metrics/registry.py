@@ -27,6 +27,11 @@ Exposed families (all prefixed `tidelog_`):
     connections_open                            gauge    (scrape time)
     fetches_parked                              gauge    fetches long-polling for data (Kafka's
                                                          fetch purgatory size)
+    fetch_requests_total{kind}                  counter  Fetch requests by session kind (KIP-227):
+                                                         full, incremental, sessionless, error
+    fetch_sessions                              gauge    sessions in the fetch session cache
+    fetch_session_partitions                    gauge    partitions cached by those sessions
+    fetch_session_evictions_total               counter  sessions evicted to make room
     log_start_offset{topic,partition}           gauge    (scrape time)
     log_end_offset{topic,partition}             gauge    (scrape time)
     log_size_bytes{topic,partition}             gauge    bytes on disk (scrape time)
@@ -53,6 +58,7 @@ from prometheus_client.core import (
     Metric,
 )
 
+from tidelog.broker.fetch_session import CacheStats
 from tidelog.broker.quotas.manager import QuotaStats
 from tidelog.broker.services import FetchedPartition
 from tidelog.protocol.versions import api_name
@@ -165,6 +171,7 @@ class GroupStats:
 
 PartitionSource = Callable[[], Iterable[PartitionStats]]
 GroupSource = Callable[[], GroupStats | None]
+FetchSessionSource = Callable[[], CacheStats]
 
 class BrokerMetrics:
     """All broker counters. Hot-path methods are O(1) dict updates; call once per request or
@@ -180,6 +187,8 @@ class BrokerMetrics:
         self.latency: dict[int, Histogram] = {}
         self.fsync_latency = Histogram(FSYNC_BUCKETS_S)
         self.fetches_parked = 0
+        self.fetch_kinds: dict[str, int] = {}
+        self._fetch_session_source: FetchSessionSource | None = None
         self._connection_source: Callable[[], int] | None = None
         self._partition_source: PartitionSource | None = None
         self._group_source: GroupSource | None = None
@@ -202,6 +211,9 @@ class BrokerMetrics:
 
     def quota_stats(self) -> Iterable[QuotaStats]:
         return () if self._quota_source is None else self._quota_source()
+
+    def set_fetch_session_source(self, source: FetchSessionSource) -> None:
+        self._fetch_session_source = source
 
     # --- hot path ----------------------------------------------------------------------
     def record_request(self, api_key: int, latency_s: float, error: str | None = None) -> None:
@@ -259,6 +271,10 @@ class BrokerMetrics:
         """+1 when a Fetch parks waiting for data, -1 when it wakes (not per request)."""
         self.fetches_parked += delta
 
+    def record_fetch_session(self, kind: str) -> None:
+        """One Fetch request: full, incremental, sessionless or error (KIP-227 sessions)."""
+        self.fetch_kinds[kind] = self.fetch_kinds.get(kind, 0) + 1
+
     def record_fsync(self, latency_s: float) -> None:
         """Called on the group-commit thread; it is the histogram's only writer."""
         self.fsync_latency.observe(latency_s)
@@ -268,6 +284,11 @@ class BrokerMetrics:
         if self._partition_source is None:
             return []
         return list(self._partition_source())
+
+    def fetch_sessions(self) -> CacheStats:
+        if self._fetch_session_source is None:
+            return CacheStats(0, 0, 0)
+        return self._fetch_session_source()
 
     def connections_open(self) -> int:
         return 0 if self._connection_source is None else self._connection_source()
@@ -338,8 +359,33 @@ class _Collector:
             "Fetch requests parked until data arrives or their max wait passes.",
             value=m.fetches_parked,
         )
+        yield from self._collect_fetch_sessions()
         yield from self._collect_logs_and_groups()
         yield from _collect_quotas(m.quota_stats())
+
+    def _collect_fetch_sessions(self) -> Iterator[Metric]:
+        kinds = CounterMetricFamily(
+            "tidelog_fetch_requests",
+            "Fetch requests by fetch session kind (KIP-227).",
+            labels=("kind",),
+        )
+        for kind, count in sorted(self._metrics.fetch_kinds.items()):
+            kinds.add_metric((kind,), count)
+        yield kinds
+        stats = self._metrics.fetch_sessions()
+        yield GaugeMetricFamily(
+            "tidelog_fetch_sessions", "Sessions in the fetch session cache.", value=stats.sessions
+        )
+        yield GaugeMetricFamily(
+            "tidelog_fetch_session_partitions",
+            "Partitions cached by fetch sessions.",
+            value=stats.partitions,
+        )
+        yield CounterMetricFamily(
+            "tidelog_fetch_session_evictions",
+            "Fetch sessions evicted to make room for another.",
+            value=stats.evictions,
+        )
 
     def _collect_logs_and_groups(self) -> Iterator[Metric]:
         labels = ("topic", "partition")
