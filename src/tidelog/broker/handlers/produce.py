@@ -183,9 +183,9 @@ async def handle_produce(
     request_error: ErrorCode | None = None
     transactional = request.transactional_id is not None or _has_transactional_records(request)
     if transactional and (deps.verify_transaction is None or request.transactional_id is None):
-        # Without a transaction coordinator (cluster mode) transactions are refused; Kafka
-        # answers a transactional batch without a transactional id the same way, before it
-        # looks at acks.
+        # Without a transaction verifier (the server always wires one) transactions are
+        # refused; Kafka answers a transactional batch without a transactional id the same
+        # way, before it looks at acks.
         request_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif (
         deps.authorizer is not None
