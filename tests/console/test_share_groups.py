@@ -30,7 +30,7 @@ def _detail(env: ConsoleEnv, group: str) -> dict[str, Any]:
     return body
 
 
-def _earliest(bootstrap: str, group: str) -> None:
+def share_auto_offset_reset_earliest(bootstrap: str, group: str) -> None:
     """share.auto.offset.reset=earliest for the group (Kafka's default is latest)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource("group", group, incremental_configs=[ConfigEntry(
@@ -44,7 +44,7 @@ def test_share_group_lifecycle(console_env: ConsoleEnv) -> None:
     bootstrap = env.broker.bootstrap
     topic = create_topic(env, partitions=2)
     group = f"share-{uuid.uuid4().hex[:8]}"
-    _earliest(bootstrap, group)
+    share_auto_offset_reset_earliest(bootstrap, group)
     producer = Producer({"bootstrap.servers": bootstrap})
     for i in range(6):
         producer.produce(topic, f"job-{i}".encode(), partition=i % 2)
