@@ -62,6 +62,9 @@ def _check(code: int, doing: str, group: str) -> None:
         raise not_allowed(doing, name)
     if code in NOT_FOUND_CODES:
         raise NotFound(f"share group {group!r} does not exist ({name})")
+    if code == int(ErrorCode.unsupported_version):
+        raise SharesUnsupported(f"{doing}: this cluster does not support share groups "
+                                f"(KIP-932) or has them switched off ({name})")
     if code == int(ErrorCode.non_empty_group):
         raise Conflict(f"{doing}: share group {group!r} is not empty ({name}); stop its "
                        f"consumers first")
