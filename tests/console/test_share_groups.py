@@ -61,6 +61,10 @@ def test_share_group_lifecycle(console_env: ConsoleEnv) -> None:
 
         wait_for(consumed, 30, "the share consumer to receive 6 records")
         assert sorted(got) == [f"job-{i}" for i in range(6)]
+        # The last poll's records stay acquired until the next poll acknowledges them: the
+        # detail shows them from the broker's /metrics (scraped every second).
+        wait_for(lambda: sum(p["acquired"] or 0 for p in _detail(env, group)["partitions"]),
+                 30, "acquired records in the detail")
 
         def listed_at_zero() -> dict[str, Any] | None:
             consumer.poll(0.1)  # sends the implicit acknowledgements
@@ -70,7 +74,10 @@ def test_share_group_lifecycle(console_env: ConsoleEnv) -> None:
 
         row = wait_for(listed_at_zero, 30, "the share group listed with 1 member and lag 0")
         assert row["state"] == "STABLE" and row["topics"] == [topic]
-        detail = _detail(env, group)
+        detail = wait_for(lambda: (lambda d: d if [(p["acquired"], p["in_flight"])
+                                                   for p in d["partitions"]] == [(0, 0)] * 2
+                                   else None)(_detail(env, group)),
+                          30, "no record acquired or in flight once acknowledged")
         assert len(detail["members"]) == 1
         member = detail["members"][0]
         assert sorted((a["topic"], a["partition"]) for a in member["assignment"]) == \

@@ -134,7 +134,8 @@ export function ShareGroupPage({ id }: { id: string }) {
           <h2>Partitions</h2>
           <p className="muted">
             The start offset (SPSO) is the first record not yet acknowledged or archived; lag counts the records from there to the log end that are not yet
-            done. Records in flight (acquired by a member) are not in the admin answers.
+            done. Acquired (locked by a member now) and in flight (offsets from the start offset to the end of the in-flight window) come from the broker's
+            /metrics, when it has them.
           </p>
           <table aria-label="Partitions">
             <thead>
@@ -144,6 +145,8 @@ export function ShareGroupPage({ id }: { id: string }) {
                 <th>Start offset</th>
                 <th>Log end</th>
                 <th>Lag</th>
+                <th>Acquired</th>
+                <th>In flight</th>
                 <th>Members</th>
               </tr>
             </thead>
@@ -155,6 +158,8 @@ export function ShareGroupPage({ id }: { id: string }) {
                   <td>{p.start_offset ?? "–"}</td>
                   <td>{p.log_end_offset ?? "–"}</td>
                   <td>{p.error ?? p.lag ?? "–"}</td>
+                  <td>{p.acquired ?? "–"}</td>
+                  <td>{p.in_flight ?? "–"}</td>
                   <td>{p.members.length}</td>
                 </tr>
               ))}

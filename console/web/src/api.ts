@@ -259,6 +259,8 @@ export interface SharePartition {
   lag: number | null;
   error: string | null;
   members: string[];
+  acquired: number | null;
+  in_flight: number | null;
 }
 
 export interface ShareGroupDetail {

@@ -13,7 +13,14 @@ from starlette.responses import JSONResponse, Response
 from tidelog.console.cluster_share_groups import SHARE_STRATEGIES
 from tidelog.console.errors import BadRequest
 from tidelog.console.openapi import api
-from tidelog.console.web import audited, blocking, cluster_of, int_param, json_body
+from tidelog.console.web import (
+    audited,
+    blocking,
+    cluster_of,
+    int_param,
+    json_body,
+    state_of,
+)
 
 MAX_NAME = 249  # Kafka's longest topic name; group ids this long are already odd
 
@@ -26,11 +33,19 @@ async def list_share_groups(request: Request) -> Response:
 
 
 @api("GET", "/api/share-groups/{group}", "A share group: members with their assignment; per "
-     "partition the start offset (SPSO), log end offset and lag")
+     "partition the start offset (SPSO), log end offset, lag, and from Tidelog's /metrics "
+     "the acquired and in-flight record counts (null without metrics)")
 async def get_share_group(request: Request) -> Response:
     cluster = cluster_of(request)
     group = request.path_params["group"]
-    return JSONResponse(await blocking(lambda: cluster.share_group(group)))
+    detail = await blocking(lambda: cluster.share_group(group))
+    # No admin request answers these: they come from the last /metrics scrape.
+    counts = state_of(request).history.share_partitions(group)
+    for p in detail["partitions"]:
+        found = counts.get((p["topic"], p["partition"])) if counts is not None else None
+        p["acquired"] = found.get("acquired") if found else None
+        p["in_flight"] = found.get("in_flight") if found else None
+    return JSONResponse(detail)
 
 
 async def _reset_args(request: Request) -> tuple[str | None, int | None, str, int | None]:
