@@ -94,6 +94,7 @@ export function ShareGroupPage({ id }: { id: string }) {
       <ErrorBox error={group.error} />
       {d && (
         <>
+          {d.warning && <p className="muted">{d.warning}</p>}
           <dl className="facts">
             <dt>State</dt>
             <dd data-testid="share-state">{d.state}</dd>

@@ -272,6 +272,7 @@ export interface ShareGroupDetail {
   members: ShareMember[];
   partitions: SharePartition[];
   lag: number;
+  warning: string | null;
 }
 
 export interface ShareResetPreview {

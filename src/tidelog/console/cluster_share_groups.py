@@ -205,7 +205,11 @@ class ShareGroupCalls(ClusterClients):
                     int(p.start_offset), int(p.lag) if int(p.lag) >= 0 else None,
                     _name(code) if code else None)
         keys = sorted(set(spso) | set(assigned))
-        ends = self.offsets([TopicPartition(t, p) for t, p in keys])
+        warning = None
+        try:
+            ends = self.offsets([TopicPartition(t, p) for t, p in keys])
+        except ConsoleError as failure:  # e.g. a user who may describe the group, not its topics
+            ends, warning = {}, f"log end offsets unknown: {failure}"
         partitions = []
         for key in keys:
             start, lag, error = spso.get(key, (-1, None, None))
@@ -218,7 +222,7 @@ class ShareGroupCalls(ClusterClients):
         return {"group_id": group, "state": d.group_state.upper(),
                 "group_epoch": int(d.group_epoch), "assignment_epoch": int(d.assignment_epoch),
                 "assignor": d.assignor_name, "members": members, "partitions": partitions,
-                "lag": sum(p["lag"] or 0 for p in partitions)}
+                "lag": sum(p["lag"] or 0 for p in partitions), "warning": warning}
 
     def preview_share_reset(self, group: str, topic: str | None, partition: int | None,
                             strategy: str, value: int | None) -> dict[str, Any]:
