@@ -478,3 +478,38 @@ def test_security_pages_in_chromium(sasl_env: SaslEnv) -> None:
     for name in ["s0-sign-in", "s1-security-acls", "s2-acls-created", "s3-users",
                  "s4-transactions", "s5-denied"]:
         assert (ARTIFACTS / f"{name}.png").stat().st_size > 5000, name
+
+
+def test_share_groups_api_with_acls(sasl_env: SaslEnv) -> None:
+    """The share-group requests over TLS and SCRAM (kafka_raw), and the cluster's ACLs deciding:
+    bob sees no share group and is refused one in words until he may describe it."""
+    from confluent_kafka import ShareConsumer
+
+    c = sasl_env.admin
+    topic = create_topic(sasl_env, "share")
+    group = new_name("sharers")
+    consumer = ShareConsumer({**sasl_env.client_settings(*SASL_ADMIN), "group.id": group})
+    try:
+        consumer.subscribe([topic])
+        consumer.poll(0.5)  # joins: the group exists with one member
+        wait_for(lambda: any(g["group_id"] == group and g["members"] == 1
+                             for g in c.get("/api/share-groups").json()["groups"]),
+                 20, "the share group listed for admin")
+    finally:
+        consumer.close()
+    bob = sasl_sign_in(sasl_env.console.url, "bob", SASL_USERS["bob"])
+    try:
+        listed = bob.get("/api/share-groups")
+        assert listed.status_code == 200, listed.text
+        assert group not in [g["group_id"] for g in listed.json()["groups"]]
+        message = error_of(bob.get(f"/api/share-groups/{group}"), 403)
+        assert message.startswith("You are not allowed to") and \
+            "GROUP_AUTHORIZATION_FAILED" in message, message
+        sasl_env.admin.post("/api/acls", json={"acls": [acl("GROUP", group, "User:bob",
+                                                            "DESCRIBE")]})
+        detail = wait_for(lambda: (lambda r: r.json() if r.status_code == 200 else None)(
+            bob.get(f"/api/share-groups/{group}")), 20, "bob describing the share group")
+        # He may describe the group, not its topic: no log end offsets, said in words.
+        assert detail["group_id"] == group and "log end offsets unknown" in detail["warning"]
+    finally:
+        bob.close()

@@ -1,7 +1,8 @@
 // End-to-end run of the console in Debian's headless Chromium, driven by playwright-core
 // (no browser download). tests/console/test_e2e.py starts the broker and console, prepares a
 // consumer group, then runs: node console.e2e.mjs. Settings come from the environment:
-// CONSOLE_URL, CONSOLE_PASSWORD, ARTIFACTS (screenshots, downloads), TOPIC, GROUP, GROUP_TOPIC.
+// CONSOLE_URL, CONSOLE_PASSWORD, ARTIFACTS (screenshots, downloads), TOPIC, GROUP, GROUP_TOPIC,
+// SHARE_GROUP (an empty share group with lag 2 of 6 records).
 import { chromium } from "playwright-core";
 import { readFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -10,6 +11,7 @@ const url = process.env.CONSOLE_URL;
 const artifacts = process.env.ARTIFACTS;
 const topic = process.env.TOPIC;
 const group = process.env.GROUP;
+const shareGroup = process.env.SHARE_GROUP;
 mkdirSync(artifacts, { recursive: true });
 
 const browser = await chromium.launch({
@@ -19,7 +21,8 @@ const browser = await chromium.launch({
   args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"],
 });
-const step = (name) => console.log(`e2e: ${name}`);
+const started = Date.now();
+const step = (name) => console.log(`e2e: ${name} (at ${Date.now() - started} ms)`);
 let page;
 try {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
@@ -133,6 +136,26 @@ try {
   await page.getByTestId("group-total-lag").filter({ hasText: /^8$/ }).waitFor();
   await shot("08-group-after-reset");
 
+  step("a share group: list, detail, reset its start offsets after the preview (keyboard)");
+  await page.getByRole("link", { name: "Share groups" }).focus();
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", { name: "Share groups" }).waitFor();
+  await page.getByTestId(`share-row-${shareGroup}`).getByTestId("share-lag").filter({ hasText: /^2$/ }).waitFor();
+  await shot("10-share-groups");
+  await page.getByRole("link", { name: shareGroup }).focus();
+  await page.keyboard.press("Enter");
+  await page.getByTestId("share-state").filter({ hasText: "EMPTY" }).waitFor();
+  await page.getByTestId("share-total-lag").filter({ hasText: /^2$/ }).waitFor();
+  await page.getByLabel("Reset strategy").selectOption("earliest");
+  await page.getByRole("button", { name: "Preview" }).focus();
+  await page.keyboard.press("Enter");
+  await page.getByRole("table", { name: "Reset preview" }).waitFor();
+  await shot("11-share-group-reset-preview");
+  await page.getByRole("button", { name: "Apply reset" }).focus();
+  await page.keyboard.press("Enter");
+  await page.getByText("Start offsets reset.").waitFor();
+  await page.getByTestId("share-total-lag").filter({ hasText: /^6$/ }).waitFor();
+
   step("delete the topic with typed confirmation");
   await page.goto(`${url}/#/topics/${encodeURIComponent(topic)}`);
   const del = page.getByRole("button", { name: "Delete topic" });
@@ -149,7 +172,7 @@ try {
   await page.getByTestId("chart-points").filter({ hasText: /^([3-9]|\d\d+) samples$/ }).waitFor({ timeout: 30000 });
   await shot("01-overview");
   await page.getByRole("link", { name: "Audit log" }).click();
-  for (const action of ["create-topic", "produce", "reset-offsets", "delete-topic"])
+  for (const action of ["create-topic", "produce", "reset-offsets", "reset-share-offsets", "delete-topic"])
     await page.getByTestId("audit-row").filter({ hasText: action }).filter({ hasText: "e2e-user" }).first().waitFor();
   await shot("09-audit");
   if (errors.length) throw new Error(`page errors: ${errors.join("; ")}`);

@@ -225,3 +225,61 @@ export interface AuditEntry {
   ok: boolean;
   error?: string;
 }
+
+export interface ShareGroupRow {
+  group_id: string;
+  state: string;
+  members: number;
+  partitions: number;
+  topics: string[];
+  lag: number;
+}
+
+export interface ShareGroupList {
+  supported: boolean;
+  reason?: string;
+  groups: ShareGroupRow[];
+  truncated?: boolean;
+}
+
+export interface ShareMember {
+  member_id: string;
+  client_id: string;
+  host: string;
+  member_epoch: number;
+  subscribed_topics: string[];
+  assignment: { topic: string; partition: number }[];
+}
+
+export interface SharePartition {
+  topic: string;
+  partition: number;
+  start_offset: number | null;
+  log_end_offset: number | null;
+  lag: number | null;
+  error: string | null;
+  members: string[];
+  acquired: number | null;
+  in_flight: number | null;
+}
+
+export interface ShareGroupDetail {
+  group_id: string;
+  state: string;
+  group_epoch: number;
+  assignment_epoch: number;
+  assignor: string;
+  members: ShareMember[];
+  partitions: SharePartition[];
+  lag: number;
+  warning: string | null;
+}
+
+export interface ShareResetPreview {
+  group_id: string;
+  state: string;
+  members: number;
+  strategy: string;
+  offsets: ResetRow[];
+  can_apply: boolean;
+}

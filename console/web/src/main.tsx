@@ -7,6 +7,7 @@ import { GroupPage, Groups } from "./Groups";
 import { Messages } from "./Messages";
 import { Overview } from "./Overview";
 import { Security } from "./Security";
+import { ShareGroupPage, ShareGroups } from "./ShareGroups";
 import { Transactions } from "./Transactions";
 import { TopicPage, Topics } from "./Topics";
 import "./styles.css";
@@ -67,6 +68,7 @@ function App() {
     ["topics", "Topics"],
     ["messages", "Messages"],
     ["groups", "Consumer groups"],
+    ["share-groups", "Share groups"],
     ["transactions", "Transactions"],
     ["security", "Security"],
     ["audit", "Audit log"],
@@ -78,6 +80,8 @@ function App() {
   else if (page === "messages") body = <PickTopic />;
   else if (page === "groups" && arg) body = <GroupPage key={arg} id={arg} />;
   else if (page === "groups") body = <Groups />;
+  else if (page === "share-groups" && arg) body = <ShareGroupPage key={arg} id={arg} />;
+  else if (page === "share-groups") body = <ShareGroups />;
   else if (page === "audit") body = <Audit />;
   else if (page === "security") body = <Security />;
   else if (page === "transactions") body = <Transactions />;

@@ -24,6 +24,7 @@ from tidelog.console import (
     routes_overview,
     routes_security,
     routes_session,
+    routes_share_groups,
     routes_streams,
     routes_topics,
     routes_transactions,
@@ -42,7 +43,8 @@ STATIC_DIR = Path(__file__).parent / "static"
 # Route modules, one per page family; each handler is declared with openapi.api().
 ROUTE_MODULES: tuple[ModuleType, ...] = (routes_session, routes_overview, routes_topics,
                                          routes_messages, routes_streams, routes_groups,
-                                         routes_security, routes_transactions)
+                                         routes_share_groups, routes_security,
+                                         routes_transactions)
 
 
 async def api_not_found(request: Request) -> Response:

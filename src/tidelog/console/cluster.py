@@ -7,6 +7,7 @@
 - `cluster_messages`: browse, produce, fetch one message;
 - `cluster_groups`: consumer groups, lag, offset resets, delete;
 - `cluster_security`: ACLs and SCRAM users;
+- `cluster_share_groups`: share groups (list, describe, start-offset resets, delete);
 - `cluster_transactions`: transactions (list, describe, abort a hanging one).
 
 Every method is blocking (confluent-kafka's futures) and is called from a worker thread by the
@@ -20,8 +21,10 @@ from tidelog.console.cluster_admin import AdminCalls
 from tidelog.console.cluster_groups import GroupCalls
 from tidelog.console.cluster_messages import MessageCalls
 from tidelog.console.cluster_security import SecurityCalls
+from tidelog.console.cluster_share_groups import ShareGroupCalls
 from tidelog.console.cluster_transactions import TransactionCalls
 
 
-class Cluster(AdminCalls, MessageCalls, GroupCalls, SecurityCalls, TransactionCalls):
+class Cluster(AdminCalls, MessageCalls, GroupCalls, ShareGroupCalls, SecurityCalls,
+              TransactionCalls):
     """Every cluster call the console makes; one per console process."""

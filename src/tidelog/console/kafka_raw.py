@@ -29,7 +29,7 @@ from kio.serial.errors import SerialError
 
 from tidelog.console.errors import ClusterError, Unauthenticated
 
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_SCRAM_ITERATIONS = 65536  # a hostile server must not make the console spin
 
@@ -95,7 +95,9 @@ class RawConnection:
         except OSError as error:
             raise ClusterError(f"talking to {self.where}: {error}", 503) from None
         response_cls: Any = load_response_schema(api_key, version)
-        return frame[5:] if response_cls.__flexible__ else frame[4:]
+        # ApiVersions answers with header v0 whatever its version (KIP-511): no tagged fields.
+        flexible_header = response_cls.__flexible__ and api_key != API_VERSIONS
+        return frame[5:] if flexible_header else frame[4:]
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
         data = self.exchange(api_key, version, body)

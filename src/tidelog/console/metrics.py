@@ -14,6 +14,10 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 WINDOW_S = 15 * 60
+# Share partitions (Tidelog's broker/share/metrics.py): records locked by a member now, and
+# offsets between the start offset and the end of the in-flight window.
+_SHARE_GAUGES = {"tidelog_share_acquired_records": "acquired",
+                 "tidelog_share_in_flight_records": "in_flight"}
 _COUNTERS = {"tidelog_messages_in": "messages_in", "tidelog_bytes_in": "bytes_in",
              "tidelog_messages_out": "messages_out", "tidelog_bytes_out": "bytes_out"}
 
@@ -24,6 +28,7 @@ class Scrape:
     totals: dict[str, float]
     sizes: dict[tuple[str, int], float]
     latency_buckets: dict[str, list[tuple[float, float]]]
+    share: dict[tuple[str, str, int], dict[str, int]] = field(default_factory=dict)
 
 
 def scrape(url: str, timeout_s: float = 3.0) -> Scrape:
@@ -32,6 +37,7 @@ def scrape(url: str, timeout_s: float = 3.0) -> Scrape:
     totals = dict.fromkeys(_COUNTERS.values(), 0.0)
     sizes: dict[tuple[str, int], float] = {}
     buckets: dict[str, list[tuple[float, float]]] = {}
+    share: dict[tuple[str, str, int], dict[str, int]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             base = sample.name.removesuffix("_total")
@@ -40,12 +46,17 @@ def scrape(url: str, timeout_s: float = 3.0) -> Scrape:
             elif sample.name == "tidelog_log_size_bytes":
                 key = (sample.labels.get("topic", ""), int(sample.labels.get("partition", "0")))
                 sizes[key] = sample.value
+            elif sample.name in _SHARE_GAUGES:
+                labels = sample.labels
+                key3 = (labels.get("group", ""), labels.get("topic", ""),
+                        int(labels.get("partition", "0")))
+                share.setdefault(key3, {})[_SHARE_GAUGES[sample.name]] = int(sample.value)
             elif sample.name.endswith("_bucket") and "latency" in sample.name:
                 api = sample.labels.get("api", "")
                 if api in ("Produce", "Fetch"):
                     le = sample.labels.get("le", "+Inf")
                     buckets.setdefault(api, []).append((float(le), sample.value))
-    return Scrape(time.time(), totals, sizes, buckets)
+    return Scrape(time.time(), totals, sizes, buckets, share)
 
 
 def _p99(now: Sequence[tuple[float, float]], before: Sequence[tuple[float, float]]) -> float | None:
@@ -113,6 +124,14 @@ class MetricsHistory:
         """Bytes of log on the broker behind `url` (its last scrape), None when unknown."""
         scrape = self.last.get(url)
         return int(sum(scrape.sizes.values())) if scrape is not None else None
+
+    def share_partitions(self, group: str) -> dict[tuple[str, int], dict[str, int]] | None:
+        """A share group's acquired and in-flight counts per partition from the last scrapes
+        (as old as `metrics_interval`); None without a scrape (Kafka has no /metrics)."""
+        if not self.last:
+            return None
+        return {(topic, partition): values for s in self.last.values()
+                for (g, topic, partition), values in s.share.items() if g == group}
 
     def sizes(self) -> Mapping[tuple[str, int], float] | None:
         if not self.last:
