@@ -277,11 +277,18 @@ def test_coordinator_killed_between_prepare_and_markers_commits_whole(cluster: C
     finally:
         cluster.signal(stopped, signal.SIGCONT)
     cluster.start(coordinator)
-    successor = _coordinator_of(cluster, "recovery")
-    cluster.wait_value(
-        lambda: raw_requests.call(cluster.brokers[successor].address, DESCRIBE_TRANSACTIONS, 0,
-                                  describe).transaction_states[0].transaction_state,
-        lambda state: state == "CompleteCommit", 60, "CompleteCommit at the new coordinator")
+
+    def state_at_coordinator() -> str:
+        # Asked afresh each time: the broker that answers FindCoordinator may still have the
+        # old view (each learns leadership from its own ZooKeeper watch), and leadership of
+        # `__transaction_state` may move again once the killed broker is back.
+        successor = _coordinator_of(cluster, "recovery")
+        answer = raw_requests.call(cluster.brokers[successor].address, DESCRIBE_TRANSACTIONS,
+                                   0, describe)
+        return str(answer.transaction_states[0].transaction_state)
+
+    cluster.wait_value(state_at_coordinator, lambda state: state == "CompleteCommit", 60,
+                       "CompleteCommit at the current coordinator")
     committer.join(120)
     reader = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "recovery-reader",
                        "enable.auto.commit": False, "isolation.level": "read_committed"})
