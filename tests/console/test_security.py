@@ -120,11 +120,12 @@ def test_expired_and_signed_out_sessions_close_their_clients() -> None:
     expired.created -= SESSION_TTL_S + 1
     assert sessions.get(expired.id) is None
     assert dropped == [expired.id]
-    signed_out = sessions.create("bob", ("bob", "pw"))
+    # A password no random session id or token can contain by chance (a short one did).
+    signed_out = sessions.create("bob", ("bob", "bob-password-9f3#"))
     sessions.drop(signed_out.id)
     sessions.drop(signed_out.id)
     assert dropped == [expired.id, signed_out.id]
-    assert "pw" not in repr(signed_out)  # credentials stay out of logs and reprs
+    assert "bob-password-9f3#" not in repr(signed_out)  # credentials stay out of reprs
 
 
 # -- sign-in -----------------------------------------------------------------------------------

@@ -89,11 +89,23 @@ class ClusterClients:
         """A hand-made connection (kafka_raw) with this client's security settings, to
         `address` or to any live broker, for requests confluent-kafka lacks or mishandles."""
         if address is None:
-            brokers = list(self.metadata().brokers.values())
-            if not brokers:
-                raise ClusterError("the cluster named no brokers", 503)
-            address = (brokers[0].host, brokers[0].port)
+            try:
+                brokers = list(self.metadata().brokers.values())
+            except ClusterError:
+                # librdkafka could not reach the cluster, e.g. its reconnection was refused
+                # because the user's password changed: ask a bootstrap broker directly, so a
+                # refused sign-in is told as such (401), not as an unreachable cluster.
+                brokers = []
+            address = ((brokers[0].host, brokers[0].port) if brokers
+                       else self._bootstrap_address())
         return RawConnection(address[0], address[1], self._base, self.timeout_s)
+
+    def _bootstrap_address(self) -> tuple[str, int]:
+        first = self.bootstrap.split(",")[0].strip()
+        host, separator, port = first.rpartition(":")
+        if not separator or not port.isdigit():
+            raise ClusterError(f"bootstrap server {first!r} is not HOST:PORT", 503)
+        return host.strip("[]"), int(port)
 
     # -- metadata and offsets ----------------------------------------------------------------
 
