@@ -16,15 +16,12 @@ Runs on the event loop; ZooKeeper writes go through `asyncio.to_thread`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from kazoo.exceptions import KazooException
-from kazoo.handlers.threading import KazooTimeoutError
-
 from tidelog.broker.internal_topics import OFFSETS_TOPIC
+from tidelog.broker.replication.internal_topic import InternalTopicCreator, partition_count
 from tidelog.coordinator.coordinator import partition_for
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.types import TopicPartition
@@ -65,52 +62,22 @@ def offsets_topic_configs(replication_factor: int) -> dict[str, str]:
     }
 
 
-class OffsetsTopicCreator:
+class OffsetsTopicCreator(InternalTopicCreator):
     """Creates `__consumer_offsets` through ZooKeeper once (one attempt in flight)."""
 
     def __init__(self, broker: Broker, replication: Replication) -> None:
         self.broker = broker
-        self.replication = replication
-        self._task: asyncio.Task[None] | None = None
+        super().__init__(replication, OFFSETS_TOPIC, self._topic_layout)
 
-    def ensure(self) -> None:
-        view = self.replication.view
-        if view is None or OFFSETS_TOPIC in view.topics:
-            return
-        if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._create(len(view.brokers)))
-
-    async def _create(self, live_brokers: int) -> None:
-        agent = self.replication.agent
-        if agent is None:
-            return
+    def _topic_layout(self, live_brokers: int) -> tuple[int, int, dict[str, str]]:
         factor = max(1, min(OFFSETS_REPLICATION_FACTOR, live_brokers))
         partitions = max(1, self.broker.config.offsets_topic_num_partitions)
-        try:
-            await asyncio.to_thread(
-                agent.create_topic, OFFSETS_TOPIC, partitions, factor,
-                offsets_topic_configs(factor),
-            )
-        except KafkaError as error:
-            if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("could not create %s: %s", OFFSETS_TOPIC, error)
-            return
-        except (KazooException, KazooTimeoutError, OSError) as error:
-            # retried at the next FindCoordinator
-            log.warning("could not create %s: %s", OFFSETS_TOPIC, error)
-            return
-        log.info("created %s: %d partitions, replication factor %d",
-                 OFFSETS_TOPIC, partitions, factor)
+        return partitions, factor, offsets_topic_configs(factor)
 
 
 def offsets_partition_count(broker: Broker, replication: Replication) -> int:
     """The topic's real partition count once it exists, else the configured one."""
-    view = replication.view
-    if view is not None:
-        assignment = view.topics.get(OFFSETS_TOPIC)
-        if assignment is not None and assignment.partitions:
-            return len(assignment.partitions)
-    return max(1, broker.config.offsets_topic_num_partitions)
+    return partition_count(replication, OFFSETS_TOPIC, broker.config.offsets_topic_num_partitions)
 
 
 def find_coordinator(

@@ -28,13 +28,11 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kazoo.exceptions import KazooException
-from kazoo.handlers.threading import KazooTimeoutError
-
 from tidelog.broker.internal_topics import TRANSACTION_STATE_TOPIC
 from tidelog.broker.peer_client import PeerConnection, PeerError, connect_peer
+from tidelog.broker.replication.internal_topic import InternalTopicCreator, partition_count
 from tidelog.coordinator.coordinator import partition_for
-from tidelog.errors import ErrorCode, KafkaError
+from tidelog.errors import ErrorCode
 from tidelog.protocol import responses
 from tidelog.protocol.codec import request_schema
 from tidelog.types import TopicPartition
@@ -60,52 +58,25 @@ def state_topic_configs(config_min_isr: int, replication_factor: int) -> dict[st
     }
 
 
-class TransactionStateCreator:
+class TransactionStateCreator(InternalTopicCreator):
     """Creates `__transaction_state` through ZooKeeper once (one attempt in flight)."""
 
     def __init__(self, broker: Broker, replication: Replication) -> None:
         self.broker = broker
-        self.replication = replication
-        self._task: asyncio.Task[None] | None = None
+        super().__init__(replication, TRANSACTION_STATE_TOPIC, self._topic_layout)
 
-    def ensure(self) -> None:
-        view = self.replication.view
-        if view is None or TRANSACTION_STATE_TOPIC in view.topics:
-            return
-        if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._create(len(view.brokers)))
-
-    async def _create(self, live_brokers: int) -> None:
-        agent = self.replication.agent
-        if agent is None:
-            return
+    def _topic_layout(self, live_brokers: int) -> tuple[int, int, dict[str, str]]:
         config = self.broker.config
         factor = max(1, min(config.transaction_state_log_replication_factor, live_brokers))
         partitions = max(1, config.transaction_state_log_num_partitions)
-        configs = state_topic_configs(config.transaction_state_log_min_isr, factor)
-        try:
-            await asyncio.to_thread(
-                agent.create_topic, TRANSACTION_STATE_TOPIC, partitions, factor, configs
-            )
-        except KafkaError as error:
-            if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("could not create %s: %s", TRANSACTION_STATE_TOPIC, error)
-            return
-        except (KazooException, KazooTimeoutError, OSError) as error:
-            log.warning("could not create %s: %s", TRANSACTION_STATE_TOPIC, error)
-            return
-        log.info("created %s: %d partitions, replication factor %d",
-                 TRANSACTION_STATE_TOPIC, partitions, factor)
+        return partitions, factor, state_topic_configs(config.transaction_state_log_min_isr,
+                                                       factor)
 
 
 def state_partition_count(broker: Broker, replication: Replication) -> int:
     """The topic's real partition count once it exists, else the configured one."""
-    view = replication.view
-    if view is not None:
-        assignment = view.topics.get(TRANSACTION_STATE_TOPIC)
-        if assignment is not None and assignment.partitions:
-            return len(assignment.partitions)
-    return max(1, broker.config.transaction_state_log_num_partitions)
+    return partition_count(replication, TRANSACTION_STATE_TOPIC,
+                           broker.config.transaction_state_log_num_partitions)
 
 
 def find_transaction_coordinator(
