@@ -51,9 +51,10 @@ from tidelog.coordinator.share_records import (
     decode_share_record,
 )
 from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
-from tidelog.records.batch import RecordBatch, iter_batches
+from tidelog.records.batch import RecordBatch
 from tidelog.records.builder import NewRecord, build_batch
 from tidelog.records.record import iter_records
+from tidelog.storage.log_scan import iter_batches_from
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidelog.broker.share")
 SNAPSHOT_EVERY = 500  # share.coordinator.snapshot.update.records.per.snapshot (Kafka: 500)
-READ_CHUNK_BYTES = 4 * 1024 * 1024
 MAX_SESSIONS = 1000  # Kafka's share sessions per broker bound (max.share.session.cache.size)
 CONFIGS_FILE = "share-group-configs.json"
 
@@ -338,22 +338,14 @@ class ShareService:
         """Replay `__share_group_state` (blocking reads, at start): per key the latest
         snapshot, then the latest update written after it."""
         partition_log = self.broker.partition_log(SHARE_GROUP_STATE_TOPIC, 0)
-        offset = partition_log.log_start_offset
         state: dict[tuple[str, uuid.UUID, int], tuple[int, dict[int, StateBatch]]] = {}
-        while offset < partition_log.log_end_offset:
-            read = partition_log.read(offset, READ_CHUNK_BYTES)
-            data = b"".join(piece.read_bytes() for piece in read.slices)
-            batches = list(iter_batches(data))
-            if not batches:
-                break
-            for batch in batches:
-                if batch.is_control:
-                    continue
-                for record in iter_records(batch):
-                    if record.key is None:
-                        raise CorruptRecordError("__share_group_state record without key")
-                    self._replay(decode_share_record(record.key, record.value), state)
-            offset = batches[-1].next_offset
+        for batch in iter_batches_from(partition_log, partition_log.log_start_offset):
+            if batch.is_control:
+                continue
+            for record in iter_records(batch):
+                if record.key is None:
+                    raise CorruptRecordError("__share_group_state record without key")
+                self._replay(decode_share_record(record.key, record.value), state)
         for key, (start, by_offset) in state.items():
             self._restored[key] = (start, [by_offset[o] for o in sorted(by_offset)])
         log.info("share state loaded for %d share partitions", len(self._restored))

@@ -25,11 +25,12 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from tidelog.records.batch import Codec, RecordBatch, iter_batches
+from tidelog.records.batch import Codec
 from tidelog.records.codecs import decompress
 from tidelog.records.columnar import Columns, RecordColumns
 from tidelog.records.record import Record, iter_records
 from tidelog.storage.log import PartitionLog
+from tidelog.storage.log_scan import iter_batches_from
 from tidelog.storage.timer_records import (
     DELIVERED_ID_HEADER,
     TIMER_META_HEADER,
@@ -45,24 +46,10 @@ from tidelog.storage.timer_records import (
 from tidelog.types import TopicPartition
 
 log = logging.getLogger("tidelog.broker.timers")
-READ_CHUNK_BYTES = 4 * 1024 * 1024
 COLUMNS_BYTES = 8 * 1024 * 1024  # records decoded into columns at a time while loading
 _OFFSET_LIMIT = (1 << 63) - 1
 _META_KEY = TIMER_META_HEADER.encode()
 _PARTITION_AT = 42  # in a SCHEDULE meta: version, kind, dueMs, enqueueMs, targetLogEnd, topicId
-
-
-def iter_batches_from(partition_log: PartitionLog, start: int) -> Iterator[RecordBatch]:
-    """Every batch of the log from the one holding `start` to the log end."""
-    offset = max(start, partition_log.log_start_offset)
-    while offset < partition_log.log_end_offset:
-        read = partition_log.read(offset, READ_CHUNK_BYTES)
-        data = b"".join(piece.read_bytes() for piece in read.slices)
-        batches = list(iter_batches(data))
-        if not batches:
-            break
-        yield from batches
-        offset = batches[-1].next_offset
 
 
 @dataclass(slots=True)

@@ -54,9 +54,10 @@ from tidelog.coordinator.transactions import (
 )
 from tidelog.coordinator.txn_records import TransactionState, TxnLogRecord, decode_txn_record
 from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
-from tidelog.records.batch import RecordBatch, iter_batches
+from tidelog.records.batch import RecordBatch
 from tidelog.records.builder import NewRecord, build_batch
 from tidelog.records.record import iter_records
+from tidelog.storage.log_scan import iter_batches_from
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
     from tidelog.broker.transactions.cluster import MarkerChannels, TransactionStateCreator
 
 log = logging.getLogger("tidelog.broker.transactions")
-READ_CHUNK_BYTES = 4 * 1024 * 1024
 _LOCKS_MAX = 100_000  # idle per-id locks are dropped beyond this many
 MARKER_RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms between marker rounds
 # Marker answers after which a partition is not retried: written, or (as Kafka's
@@ -480,21 +480,13 @@ def read_partition(broker: Broker, partition: int) -> list[TxnLogRecord]:
     """Every record of one `__transaction_state` partition, in offset order (blocking I/O)."""
     partition_log = broker.partition_log(TRANSACTION_STATE_TOPIC, partition)
     records: list[TxnLogRecord] = []
-    offset = partition_log.log_start_offset
-    while offset < partition_log.log_end_offset:
-        read = partition_log.read(offset, READ_CHUNK_BYTES)
-        data = b"".join(piece.read_bytes() for piece in read.slices)
-        batches = list(iter_batches(data))
-        if not batches:
-            break
-        for batch in batches:
-            if batch.is_control:
-                continue
-            for record in iter_records(batch):
-                if record.key is None:
-                    raise CorruptRecordError(f"__transaction_state record {record.offset}: no key")
-                records.append(decode_txn_record(record.key, record.value))
-        offset = batches[-1].next_offset
+    for batch in iter_batches_from(partition_log, partition_log.log_start_offset):
+        if batch.is_control:
+            continue
+        for record in iter_records(batch):
+            if record.key is None:
+                raise CorruptRecordError(f"__transaction_state record {record.offset}: no key")
+            records.append(decode_txn_record(record.key, record.value))
     return records
 
 
