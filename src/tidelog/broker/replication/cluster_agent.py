@@ -433,6 +433,11 @@ class ClusterAgent:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
         store.request_topic_deletion(topic)
 
+    def request_reassignment(self, targets: Mapping[TopicPartition, tuple[int, ...]]) -> bool:
+        """Blocking: write `/admin/reassign_partitions` for the controller; False while an
+        earlier request is still there."""
+        return self._member.store.request_reassignment(targets)
+
     def add_partitions(self, topic: str, count: int, validate_only: bool = False) -> None:
         """Blocking: place `count - current` new partitions over the live brokers (same
         replication factor) and write the grown assignment; the controller creates states."""

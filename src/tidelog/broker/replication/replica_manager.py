@@ -47,6 +47,7 @@ from tidelog.storage.leader_epochs import LeaderEpochCache
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
+    from tidelog.broker.replication.replica_fetcher import ReplicaFetcher
     from tidelog.broker.state import Broker
 
 log = logging.getLogger("tidelog.broker.replication.replica_manager")
@@ -131,6 +132,11 @@ class Replication(LeaderRequests):
                 versioned = view.states.get(tp)
                 if self.node_id in replicas and versioned is not None:
                     self._apply_state(tp, replicas, versioned)
+        for tp in list(self.partitions):
+            moved = view.topics.get(tp.topic)
+            if (moved is not None and tp.topic not in unhostable
+                    and self.node_id not in moved.partitions.get(tp.partition, ())):
+                self._drop_replica(tp)  # reassigned away (or the partition is unknown)
         self.first_view.set()
         changed, self._view_changed = self._view_changed, asyncio.Event()
         changed.set()
@@ -159,13 +165,31 @@ class Replication(LeaderRequests):
     def _drop_topic(self, topic: str) -> None:
         """The topic left ZooKeeper: stop replicating it (its logs are deleted next)."""
         for tp in [tp for tp in self.partitions if tp.topic == topic]:
-            state = self.partitions.pop(tp)
-            self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            self._tell_role(state, is_leader=False)
-            self._wake_fetch_watchers(state)
-            if state.fetcher is not None:
-                state.fetcher.cancel()
-                state.fetcher = None
+            fetcher = self._stop_replica(tp)
+            if fetcher is not None:
+                fetcher.cancel()
+
+    def _stop_replica(self, tp: TopicPartition) -> ReplicaFetcher | None:
+        state = self.partitions.pop(tp)
+        self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._tell_role(state, is_leader=False)
+        self._wake_fetch_watchers(state)
+        fetcher, state.fetcher = state.fetcher, None
+        return fetcher
+
+    def _drop_replica(self, tp: TopicPartition) -> None:
+        """A reassignment removed this broker from the partition's replicas (Kafka's
+        StopReplica with deletePartition): stop following, then delete the log."""
+        fetcher = self._stop_replica(tp)
+        log.info("%s: no longer a replica here; deleting its log", tp)
+
+        async def delete() -> None:
+            if fetcher is not None:
+                await fetcher.stop()  # no append may land in the log being deleted
+            if tp not in self.partitions and not self.closing:  # not reassigned back meanwhile
+                self.broker.topics.reset_partition(tp.topic, tp.partition)
+
+        self._spawn(delete())
 
     def _tell_role(self, state: ReplicaState, is_leader: bool) -> None:
         """Leadership of a partition gained or lost here (Kafka's onElection /
