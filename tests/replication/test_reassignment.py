@@ -204,3 +204,93 @@ def test_cancel_and_errors(cluster4: Cluster) -> None:
         admin.close()
 
 
+
+
+THROTTLE_RATE = 1_000_000  # bytes/s
+THROTTLED_RECORDS = int(os.environ.get("TIDELOG_REASSIGN_THROTTLED_RECORDS", "40000"))
+
+
+def _log_bytes(cluster: Cluster, broker: int, topic: str) -> int:
+    directory = cluster.brokers[broker].data_dir / f"{topic}-0"
+    return sum(p.stat().st_size for p in directory.glob("*.log"))
+
+
+def _alter_broker_config(cluster: Cluster, broker: int, name: str, value: str) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = cluster.admin()
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker), incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=20)
+
+
+def _alter_topic_config(cluster: Cluster, topic: str, configs: dict[str, str]) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = cluster.admin()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=20)
+
+
+def test_throttled_reassignment_holds_the_rate_and_can_be_cancelled(cluster4: Cluster) -> None:
+    topic = "throttled"
+    cluster4.create_topic(topic)
+    _, origin, _ = cluster4.wait_for_partition(topic, lambda v: len(v[2]) == 3, what="ISR 3")
+    new = next(b for b in cluster4.brokers if b not in origin)
+    target = [*origin[:2], new]
+    _preload(cluster4, topic, THROTTLED_RECORDS)
+    total = cluster4.wait_value(lambda: _log_bytes(cluster4, origin[0], topic),
+                                lambda n: n > 0, what="leader log size")
+    # Kafka's recipe (kafka-reassign-partitions.sh --throttle): the moving replica is
+    # throttled on the broker it moves to.
+    _alter_broker_config(cluster4, new, "follower.replication.throttled.rate",
+                         str(THROTTLE_RATE))
+    _alter_topic_config(cluster4, topic, {
+        "follower.replication.throttled.replicas": f"0:{new}",
+        "leader.replication.throttled.replicas": ",".join(f"0:{b}" for b in origin),
+    })
+    admin = _admin(cluster4)
+    tp = TopicPartition(topic, 0)
+    try:
+        assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+        listed = admin.list_partition_reassignments()
+        assert listed == {tp: {"replicas": [*target, origin[2]], "adding_replicas": [new],
+                               "removing_replicas": [origin[2]]}}
+        samples: list[tuple[float, int]] = []
+        deadline = time.monotonic() + 4 * total / THROTTLE_RATE + 30
+        while time.monotonic() < deadline:
+            size = _log_bytes(cluster4, new, topic)
+            samples.append((time.monotonic(), size))
+            if size >= total:
+                break
+            time.sleep(0.1)
+        assert samples[-1][1] >= total, f"replica {new} did not catch up: {samples[-1]}"
+        cluster4.wait_for_partition(topic, lambda v: v[1] == target, timeout_s=30,
+                                    what=f"moved to {target}")
+        # The rate between 10% and 90% of the bytes (the first fetch is not paced).
+        low = next(s for s in samples if s[1] >= total * 0.1)
+        high = next(s for s in samples if s[1] >= total * 0.9)
+        rate = (high[1] - low[1]) / (high[0] - low[0])
+        print(f"\nthrottled move: {total} bytes, {rate:,.0f} B/s at a setting of "
+              f"{THROTTLE_RATE:,} B/s ({rate / THROTTLE_RATE - 1:+.1%})")
+        assert abs(rate / THROTTLE_RATE - 1) <= 0.2, rate
+
+        # A move crawling at 10 kB/s is still in flight when it is cancelled: the partition
+        # goes back to its replicas and the added one deletes what it had copied.
+        back = origin[2]
+        _alter_broker_config(cluster4, back, "follower.replication.throttled.rate", "10000")
+        _alter_topic_config(cluster4, topic, {"follower.replication.throttled.replicas":
+                                              f"0:{back}"})
+        assert admin.alter_partition_reassignments({tp: [back, *target[:2]]}) == {tp: None}
+        assert admin.list_partition_reassignments([tp])[tp]["adding_replicas"] == [back]
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        cluster4.wait_for_partition(topic, lambda v: v[1] == target, what="cancelled")
+        assert admin.list_partition_reassignments() == {}
+        cluster4.wait_for(lambda: _log_bytes(cluster4, back, topic) == 0,
+                          what=f"broker {back}'s partial copy deleted")
+    finally:
+        admin.close()

@@ -78,14 +78,15 @@ async def handle_alter(deps: ClusterDeps, context: RequestContext, request: Any)
     version = context.header.api_version
     entries = requested_partitions(request)
     order = list(dict.fromkeys(tp for tp, _ in entries))
+    allow = bool(getattr(request, "allow_replication_factor_change", True))
     if refused(deps.authorizer, context, Op.ALTER):
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return alter_response(version, {tp: (code, None) for tp in order}, order, code)
+        return alter_response(version, {tp: (code, None) for tp in order}, order, code,
+                              allow_replication_factor_change=allow)
     replication = joined(deps)
     view = replication.view
     agent = replication.agent
     assert view is not None and agent is not None
-    allow = bool(getattr(request, "allow_replication_factor_change", True))
     timeout = request.timeout
     timeout_ms = int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else timeout
     timeout_ms = max(0, min(int(timeout_ms), 300_000))
@@ -111,7 +112,7 @@ async def handle_alter(deps: ClusterDeps, context: RequestContext, request: Any)
                 code = ErrorCode.NONE
         for tp in targets:
             outcomes[tp] = (code, None)
-    return alter_response(version, outcomes, order)
+    return alter_response(version, outcomes, order, allow_replication_factor_change=allow)
 
 
 async def handle_list(deps: ClusterDeps, context: RequestContext, request: Any) -> Any:

@@ -89,6 +89,7 @@ def alter_response(
     order: list[TopicPartition],
     top: ErrorCode = ErrorCode.NONE,
     top_message: str | None = None,
+    allow_replication_factor_change: bool = True,
 ) -> Any:
     module = responses.response_module(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version)
     by_topic: dict[str, list[Any]] = {}
@@ -101,6 +102,7 @@ def alter_response(
     return responses.build(
         responses.response_class(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version),
         throttle_time=0, error_code=top, error_message=top_message,
+        allow_replication_factor_change=allow_replication_factor_change,  # v1: echoed
         responses=tuple(
             responses.build(module.ReassignableTopicResponse, name=name, partitions=tuple(parts))
             for name, parts in by_topic.items()
@@ -166,10 +168,11 @@ async def handle_alter_single_node(
     version = context.header.api_version
     entries = requested_partitions(request)
     order = list(dict.fromkeys(tp for tp, _ in entries))
+    allow = bool(getattr(request, "allow_replication_factor_change", True))
     if refused(deps.authorizer, context, Op.ALTER):
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return alter_response(version, {tp: (code, None) for tp in order}, order, code)
-    allow = bool(getattr(request, "allow_replication_factor_change", True))
+        return alter_response(version, {tp: (code, None) for tp in order}, order, code,
+                              allow_replication_factor_change=allow)
     outcomes: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
     for tp, replicas in entries:
         try:
@@ -177,7 +180,7 @@ async def handle_alter_single_node(
             outcomes[tp] = (ErrorCode.NONE, None)  # already its only replica
         except KafkaError as error:
             outcomes[tp] = (error.code, error.message)
-    return alter_response(version, outcomes, order)
+    return alter_response(version, outcomes, order, allow_replication_factor_change=allow)
 
 
 async def handle_list_single_node(

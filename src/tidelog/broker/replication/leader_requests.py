@@ -22,6 +22,7 @@ from tidelog.types import TopicPartition
 if TYPE_CHECKING:
     from tidelog.broker.replication.cluster_agent import ClusterSettings, ClusterView
     from tidelog.broker.replication.replica_state import ReplicaState
+    from tidelog.broker.replication.throttle import ReplicationQuota
     from tidelog.broker.state import Broker
 
 
@@ -139,7 +140,30 @@ class LeaderRequests(abc.ABC):
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{replica_id} is no replica")
         if fetch_offset <= log_end_offset:
             self._record_follower_fetch(state, replica_id, fetch_offset, log_end_offset)
+        if self._leader_throttled(state, replica_id, fetch_offset):
+            return state.high_watermark, fetch_offset  # nothing more for now: over the rate
         return state.high_watermark, log_end_offset
+
+    def _leader_throttled(self, state: ReplicaState, replica_id: int, fetch_offset: int) -> bool:
+        """Kafka's leader-side replication throttle, for a throttled replica outside the ISR.
+        The bytes a follower received are counted when its next fetch offset shows how far
+        it got, estimated from the log's average batch bytes per offset."""
+        quota = self.leader_quota(state, replica_id)
+        previous = state.throttled_fetch_offsets.get(replica_id)
+        state.throttled_fetch_offsets[replica_id] = fetch_offset
+        if quota is None:
+            return False
+        now_ms = clock.now_ms()
+        if previous is not None and fetch_offset > previous:
+            partition_log = state.log
+            offsets = max(1, partition_log.log_end_offset - partition_log.log_start_offset)
+            moved = (fetch_offset - previous) * partition_log.size_bytes() // offsets
+            quota.record(moved, now_ms)
+        return quota.delay_ms(now_ms) > 0
+
+    @abc.abstractmethod
+    def leader_quota(self, state: ReplicaState, replica_id: int) -> ReplicationQuota | None:
+        """The leader throttle if it applies to this replica's fetches of `state`."""
 
     def _record_follower_fetch(
         self, state: ReplicaState, replica_id: int, fetch_offset: int, log_end_offset: int

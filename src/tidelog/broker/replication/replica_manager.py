@@ -34,6 +34,15 @@ from tidelog.broker.replication.cluster_agent import ClusterAgent, ClusterSettin
 from tidelog.broker.replication.hw_checkpointer import HighWatermarkCheckpointer
 from tidelog.broker.replication.leader_requests import LeaderRequests
 from tidelog.broker.replication.replica_state import ReplicaState
+from tidelog.broker.replication.throttle import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    ReplicationQuota,
+    quota_for,
+    throttles,
+)
 from tidelog.broker.replication.topic_mirror import (
     MIN_INSYNC_REPLICAS,
     REPLICATION_TOPIC_CONFIGS,
@@ -80,6 +89,8 @@ class Replication(LeaderRequests):
         )
         self._background: set[asyncio.Task[None]] = set()
         self.closing = False
+        self.leader_throttle: ReplicationQuota | None = None
+        self.follower_throttle: ReplicationQuota | None = None
         self.view_listeners: list[ViewListener] = [TopicMirror(broker).on_view]
         self.role_listeners: list[RoleListener] = []
 
@@ -118,6 +129,10 @@ class Replication(LeaderRequests):
             return
         previous = self.view
         self.view = view
+        self.leader_throttle = quota_for(self.leader_throttle, view.broker_configs, LEADER_RATE)
+        self.follower_throttle = quota_for(
+            self.follower_throttle, view.broker_configs, FOLLOWER_RATE
+        )
         if previous is not None:
             for topic in set(previous.topics) - set(view.topics):
                 self._drop_topic(topic)  # before a listener deletes its logs
@@ -260,6 +275,25 @@ class Replication(LeaderRequests):
         if state.leader != NO_LEADER:
             state.fetcher = ReplicaFetcher(self, state, state.leader, state.leader_epoch)
             state.fetcher.start()
+
+    # ------------------------------------------------------------ throttles (KIP-73)
+
+    def _throttled(self, tp: TopicPartition, name: str) -> bool:
+        configs = self.view.configs.get(tp.topic, {}) if self.view is not None else {}
+        return throttles(configs.get(name), tp.partition, self.node_id)
+
+    def leader_quota(self, state: ReplicaState, replica_id: int) -> ReplicationQuota | None:
+        quota = self.leader_throttle
+        if quota is None or replica_id in state.isr:
+            return None
+        return quota if self._throttled(state.tp, LEADER_REPLICAS) else None
+
+    def follower_quota(self, state: ReplicaState) -> ReplicationQuota | None:
+        """The follower throttle if it applies to our fetches of `state` (out of the ISR)."""
+        quota = self.follower_throttle
+        if quota is None or self.node_id in state.isr:
+            return None
+        return quota if self._throttled(state.tp, FOLLOWER_REPLICAS) else None
 
     def leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         return self.view.brokers.get(broker_id) if self.view is not None else None
