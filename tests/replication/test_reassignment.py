@@ -9,11 +9,13 @@ the issue's full run; docs/benchmarks.md "Partition reassignment").
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -52,7 +54,10 @@ def _move(cluster: Cluster, admin: KafkaAdminClient, topic: str, target: list[in
           timeout_s: float = 60.0) -> None:
     """Reassign partition 0 and wait for Metadata to show it done (target, leader in it)."""
     tp = TopicPartition(topic, 0)
-    assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+    # The broker kafka-python asks (the controller) may not have seen a new topic yet
+    # (UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers); the same request again is harmless.
+    cluster.wait_value(lambda: admin.alter_partition_reassignments({tp: target}),
+                       lambda r: r == {tp: None}, what=f"reassignment of {tp} accepted")
     cluster.wait_for_partition(
         topic, lambda v: v[1] == target and sorted(v[2]) == sorted(target),
         timeout_s=timeout_s, what=f"{topic} on {target}",
@@ -294,3 +299,39 @@ def test_throttled_reassignment_holds_the_rate_and_can_be_cancelled(cluster4: Cl
                           what=f"broker {back}'s partial copy deleted")
     finally:
         admin.close()
+
+
+def test_cli_plans_executes_and_verifies(cluster4: Cluster, tmp_path: Path) -> None:
+    """`tidelog topics reassign`, Kafka's JSON plan format, with a throttle cleared by
+    --verify once the move is done."""
+    from click.testing import CliRunner
+
+    from tidelog.cli.main import main
+
+    topic = "cli-moved"
+    cluster4.create_topic(topic)
+    cluster4.wait_for_partition(topic, lambda v: len(v[2]) == 3, what="ISR 3")
+    runner = CliRunner()
+    bootstrap = ["--bootstrap", cluster4.bootstrap()]
+    planned = runner.invoke(main, ["topics", "reassign", "--plan", "--topics", topic,
+                                   "--brokers", "2,3,4", *bootstrap])
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.stdout.strip().splitlines()[-1])
+    assert plan == {"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [2, 3, 4], "log_dirs": ["any"] * 3}]}
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    executed = runner.invoke(main, ["topics", "reassign", "--execute", "--file", str(plan_file),
+                                    "--throttle", "50000000", *bootstrap])
+    assert executed.exit_code == 0, executed.output
+    assert f"Successfully started partition reassignments for {topic}-0" in executed.output
+
+    def verify() -> str:
+        result = runner.invoke(main, ["topics", "reassign", "--verify", "--file",
+                                      str(plan_file), *bootstrap])
+        return result.output if result.exit_code == 0 else ""
+
+    output = cluster4.wait_value(verify, bool, what="--verify reporting completion")
+    assert f"Reassignment of partition {topic}-0 is completed." in output
+    assert "Clearing broker-level and topic-level throttles." in output
+    assert cluster4.partition_state(topic)[1] == [2, 3, 4]
