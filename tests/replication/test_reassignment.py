@@ -211,7 +211,7 @@ def test_cancel_and_errors(cluster4: Cluster) -> None:
 
 
 
-THROTTLE_RATE = 1_000_000  # bytes/s
+THROTTLE_RATE = int(os.environ.get("TIDELOG_REASSIGN_THROTTLE_RATE", "1000000"))  # bytes/s
 THROTTLED_RECORDS = int(os.environ.get("TIDELOG_REASSIGN_THROTTLED_RECORDS", "40000"))
 
 
@@ -241,64 +241,94 @@ def _alter_topic_config(cluster: Cluster, topic: str, configs: dict[str, str]) -
         future.result(timeout=20)
 
 
-def test_throttled_reassignment_holds_the_rate_and_can_be_cancelled(cluster4: Cluster) -> None:
-    topic = "throttled"
+def _measure_move(cluster: Cluster, admin: KafkaAdminClient, topic: str, origin: list[int],
+                  target: list[int], new: int, total: int) -> float:
+    """Start the move and sample the new replica's log size until it holds `total` bytes;
+    the rate between 10% and 90% of them (the first fetch is not paced)."""
+    tp = TopicPartition(topic, 0)
+    assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+    removed = [b for b in origin if b not in target]
+    listed = admin.list_partition_reassignments()
+    assert listed == {tp: {"replicas": [*target, *removed], "adding_replicas": [new],
+                           "removing_replicas": removed}}
+    samples: list[tuple[float, int]] = []
+    deadline = time.monotonic() + 4 * total / THROTTLE_RATE + 30
+    while time.monotonic() < deadline:
+        size = _log_bytes(cluster, new, topic)
+        samples.append((time.monotonic(), size))
+        if size >= total:
+            break
+        time.sleep(0.1)
+    assert samples[-1][1] >= total, f"replica {new} did not catch up: {samples[-1]}"
+    cluster.wait_for_partition(topic, lambda v: v[1] == target, timeout_s=30,
+                               what=f"moved to {target}")
+    low = next(s for s in samples if s[1] >= total * 0.1)
+    high = next(s for s in samples if s[1] >= total * 0.9)
+    return (high[1] - low[1]) / (high[0] - low[0])
+
+
+@pytest.mark.parametrize("side", ["follower", "leader"])
+def test_throttled_reassignment_holds_the_rate(cluster4: Cluster, side: str) -> None:
+    """Kafka's recipe (kafka-reassign-partitions.sh --throttle): the moving replica is
+    throttled on the broker it moves to (follower side) or on the leader it copies from."""
+    topic = f"throttled-{side}"
     cluster4.create_topic(topic)
-    _, origin, _ = cluster4.wait_for_partition(topic, lambda v: len(v[2]) == 3, what="ISR 3")
+    leader, origin, _ = cluster4.wait_for_partition(topic, lambda v: len(v[2]) == 3,
+                                                    what="ISR 3")
     new = next(b for b in cluster4.brokers if b not in origin)
-    target = [*origin[:2], new]
+    # The leader stays (it is kept when it is a target replica): its throttle holds throughout.
+    target = [*[b for b in origin if b != origin[-1] or b == leader][:2], new]
     _preload(cluster4, topic, THROTTLED_RECORDS)
-    total = cluster4.wait_value(lambda: _log_bytes(cluster4, origin[0], topic),
+    total = cluster4.wait_value(lambda: _log_bytes(cluster4, leader, topic),
                                 lambda n: n > 0, what="leader log size")
-    # Kafka's recipe (kafka-reassign-partitions.sh --throttle): the moving replica is
-    # throttled on the broker it moves to.
-    _alter_broker_config(cluster4, new, "follower.replication.throttled.rate",
+    throttled_broker = new if side == "follower" else leader
+    _alter_broker_config(cluster4, throttled_broker, f"{side}.replication.throttled.rate",
                          str(THROTTLE_RATE))
     _alter_topic_config(cluster4, topic, {
         "follower.replication.throttled.replicas": f"0:{new}",
         "leader.replication.throttled.replicas": ",".join(f"0:{b}" for b in origin),
     })
     admin = _admin(cluster4)
-    tp = TopicPartition(topic, 0)
     try:
-        assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
-        listed = admin.list_partition_reassignments()
-        assert listed == {tp: {"replicas": [*target, origin[2]], "adding_replicas": [new],
-                               "removing_replicas": [origin[2]]}}
-        samples: list[tuple[float, int]] = []
-        deadline = time.monotonic() + 4 * total / THROTTLE_RATE + 30
-        while time.monotonic() < deadline:
-            size = _log_bytes(cluster4, new, topic)
-            samples.append((time.monotonic(), size))
-            if size >= total:
-                break
-            time.sleep(0.1)
-        assert samples[-1][1] >= total, f"replica {new} did not catch up: {samples[-1]}"
-        cluster4.wait_for_partition(topic, lambda v: v[1] == target, timeout_s=30,
-                                    what=f"moved to {target}")
-        # The rate between 10% and 90% of the bytes (the first fetch is not paced).
-        low = next(s for s in samples if s[1] >= total * 0.1)
-        high = next(s for s in samples if s[1] >= total * 0.9)
-        rate = (high[1] - low[1]) / (high[0] - low[0])
-        print(f"\nthrottled move: {total} bytes, {rate:,.0f} B/s at a setting of "
-              f"{THROTTLE_RATE:,} B/s ({rate / THROTTLE_RATE - 1:+.1%})")
-        assert abs(rate / THROTTLE_RATE - 1) <= 0.2, rate
-
-        # A move crawling at 10 kB/s is still in flight when it is cancelled: the partition
-        # goes back to its replicas and the added one deletes what it had copied.
-        back = origin[2]
-        _alter_broker_config(cluster4, back, "follower.replication.throttled.rate", "10000")
-        _alter_topic_config(cluster4, topic, {"follower.replication.throttled.replicas":
-                                              f"0:{back}"})
-        assert admin.alter_partition_reassignments({tp: [back, *target[:2]]}) == {tp: None}
-        assert admin.list_partition_reassignments([tp])[tp]["adding_replicas"] == [back]
-        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
-        cluster4.wait_for_partition(topic, lambda v: v[1] == target, what="cancelled")
-        assert admin.list_partition_reassignments() == {}
-        cluster4.wait_for(lambda: _log_bytes(cluster4, back, topic) == 0,
-                          what=f"broker {back}'s partial copy deleted")
+        rate = _measure_move(cluster4, admin, topic, origin, target, new, total)
     finally:
         admin.close()
+        _alter_broker_config(cluster4, throttled_broker, f"{side}.replication.throttled.rate",
+                             str(2**62))  # unthrottled again for the module's other tests
+    print(f"\n{side}-throttled move: {total} bytes, {rate:,.0f} B/s at a setting of "
+          f"{THROTTLE_RATE:,} B/s ({rate / THROTTLE_RATE - 1:+.1%})")
+    assert abs(rate / THROTTLE_RATE - 1) <= 0.2, rate
+
+
+def test_cancelling_a_move_in_flight_restores_the_replicas(cluster4: Cluster) -> None:
+    """A move crawling at 10 kB/s is still in flight when it is cancelled: the partition goes
+    back to its replicas and the added one deletes what it had copied."""
+    topic = "cancelled"
+    cluster4.create_topic(topic)
+    _, origin, _ = cluster4.wait_for_partition(topic, lambda v: len(v[2]) == 3, what="ISR 3")
+    _preload(cluster4, topic, 5000)
+    new = next(b for b in cluster4.brokers if b not in origin)
+    _alter_broker_config(cluster4, new, "follower.replication.throttled.rate", "10000")
+    _alter_topic_config(cluster4, topic, {"follower.replication.throttled.replicas": f"0:{new}"})
+    admin = _admin(cluster4)
+    tp = TopicPartition(topic, 0)
+    try:
+        target = [new, *origin[:2]]
+        assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+        assert admin.list_partition_reassignments([tp])[tp]["adding_replicas"] == [new]
+        cluster4.wait_for(lambda: _log_bytes(cluster4, new, topic) > 0,
+                          what=f"broker {new} copying")
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        # Kafka's originReplicas: the full list without the added replicas, in its order.
+        back = [b for b in [*target, *origin] if b != new]
+        back = list(dict.fromkeys(back))
+        cluster4.wait_for_partition(topic, lambda v: v[1] == back, what="cancelled")
+        assert admin.list_partition_reassignments() == {}
+        cluster4.wait_for(lambda: _log_bytes(cluster4, new, topic) == 0,
+                          what=f"broker {new}'s partial copy deleted")
+    finally:
+        admin.close()
+        _alter_broker_config(cluster4, new, "follower.replication.throttled.rate", str(2**62))
 
 
 def test_cli_plans_executes_and_verifies(cluster4: Cluster, tmp_path: Path) -> None:

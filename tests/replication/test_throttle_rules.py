@@ -42,6 +42,7 @@ def test_the_quota_paces_transfers_at_the_rate() -> None:
         quota.record(100_000, now)
         moved += 100_000
     assert quota.fetch_size(8 << 20) == 100_000
+    assert quota.fetch_size(8 << 20, 500) == 500_000
     elapsed_s = (quota.next_free_ms - 1_000) / 1000
     assert moved / elapsed_s == pytest.approx(1_000_000)
     # A quiet period earns no burst beyond one transfer.

@@ -42,6 +42,4 @@ class ReplicaState:
     # follower id -> fetches served while leader; futures woken by the next follower fetch
     fetch_counts: dict[int, int] = field(default_factory=dict)
     fetch_watchers: list[asyncio.Future[None]] = field(default_factory=list)
-    # leader: each throttled follower's last fetch offset (the bytes it moved since)
-    throttled_fetch_offsets: dict[int, int] = field(default_factory=dict)
 

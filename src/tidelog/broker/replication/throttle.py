@@ -21,7 +21,7 @@ LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 RATE_CONFIGS = frozenset({LEADER_RATE, FOLLOWER_RATE})
 MIN_FETCH_BYTES = 16 * 1024
-FETCHES_PER_SECOND = 10  # fetch size = rate / this: ten paced fetches a second
+FOLLOWER_FETCH_INTERVAL_MS = 100  # a throttled follower asks for 100 ms worth per fetch
 
 
 def parse_rate(value: str | None) -> int | None:
@@ -84,9 +84,10 @@ class ReplicationQuota:
         self.next_free_ms = start + size_bytes * 1000 / self.rate_bytes_per_s
         self.recorded_bytes += size_bytes
 
-    def fetch_size(self, default_bytes: int) -> int:
-        """Bytes to ask for per fetch: small enough to pace smoothly."""
-        paced = max(MIN_FETCH_BYTES, self.rate_bytes_per_s // FETCHES_PER_SECOND)
+    def fetch_size(self, default_bytes: int,
+                   interval_ms: int = FOLLOWER_FETCH_INTERVAL_MS) -> int:
+        """Bytes per fetch: `interval_ms` worth at the rate, small enough to pace smoothly."""
+        paced = max(MIN_FETCH_BYTES, self.rate_bytes_per_s * interval_ms // 1000)
         return min(default_bytes, paced)
 
 
