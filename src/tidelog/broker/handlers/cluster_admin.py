@@ -43,7 +43,13 @@ from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.handlers.producer import idempotent_write_refused
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.replication.replica_manager import REPLICATION_TOPIC_CONFIGS, Replication
-from tidelog.broker.replication.throttle import RATE_CONFIGS, parse_rate
+from tidelog.broker.replication.throttle import (
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    RATE_CONFIGS,
+    check_replicas_value,
+    parse_rate,
+)
 from tidelog.broker.topic_configs import ResourceType, apply_incremental, validate_overrides
 from tidelog.cluster.zk_admin import DEFAULT_BROKER
 from tidelog.errors import ErrorCode, KafkaError
@@ -112,6 +118,11 @@ async def _alter_topic(
     name = resource.resource_name
     current = _current(replication, name)
     new = _incremental(deps, current, resource) if incremental else _replacing(deps, resource)
+    for name in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        try:
+            check_replicas_value(new.get(name, ""))
+        except ValueError as error:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(error)) from None
     if not validate_only:
         await asyncio.to_thread(agent.set_topic_config, name, new)
         deps.topics.set_topic_configs(name, _split(new)[0])  # the watch brings it to the others
