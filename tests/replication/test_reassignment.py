@@ -207,6 +207,16 @@ def test_cancel_and_errors(cluster4: Cluster) -> None:
         assert replicas == cluster4.partition_state(topic)[1]
     finally:
         admin.close()
+    # Throttle configs: a rate is a long >= 0, a replica list `partition:broker` pairs or *.
+    from confluent_kafka import KafkaException
+
+    for apply in (lambda: _alter_broker_config(cluster4, 2, "leader.replication.throttled.rate",
+                                               "-5"),
+                  lambda: _alter_topic_config(cluster4, topic, {
+                      "leader.replication.throttled.replicas": "0-1"})):
+        with pytest.raises(KafkaException) as refused:
+            apply()
+        assert refused.value.args[0].name() == "INVALID_CONFIG"
 
 
 
@@ -365,3 +375,30 @@ def test_cli_plans_executes_and_verifies(cluster4: Cluster, tmp_path: Path) -> N
     assert f"Reassignment of partition {topic}-0 is completed." in output
     assert "Clearing broker-level and topic-level throttles." in output
     assert cluster4.partition_state(topic)[1] == [2, 3, 4]
+
+
+def test_kafkas_reassign_partitions_tool(cluster4: Cluster, tmp_path: Path) -> None:
+    """Kafka 4.3.1's kafka-reassign-partitions.sh --execute with --throttle, then --verify
+    until it reports completion and clears the throttles."""
+    import kafka_peer
+
+    topic = "kafka-tool-moved"
+    cluster4.create_topic(topic)
+    _, origin, _ = cluster4.wait_for_partition(topic, lambda v: len(v[2]) == 3, what="ISR 3")
+    target = [b for b in (4, 3, 2, 1) if b != origin[0]][:3]
+    plan = tmp_path / "kafka-plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": target}]}))
+    common = ["--bootstrap-server", cluster4.bootstrap(), "--reassignment-json-file", str(plan)]
+    executed = kafka_peer.run_tool("kafka-reassign-partitions", *common, "--execute",
+                                   "--throttle", "50000000").stdout
+    assert "Successfully started partition reassignment" in executed, executed
+
+    def verify() -> str:
+        out = kafka_peer.run_tool("kafka-reassign-partitions", *common, "--verify").stdout
+        return out if "is completed" in out else ""
+
+    verified = cluster4.wait_value(verify, bool, timeout_s=60, what="--verify completion")
+    assert f"Reassignment of partition {topic}-0 is completed." in verified, verified
+    assert "Clearing broker-level throttles" in verified, verified
+    assert cluster4.partition_state(topic)[1] == target

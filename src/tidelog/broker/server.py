@@ -179,7 +179,12 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             )
         )
     else:
-        from tidelog.broker.handlers import cluster, cluster_admin, cluster_reassignments
+        from tidelog.broker.handlers import (
+            cluster,
+            cluster_admin,
+            cluster_describe_cluster,
+            cluster_reassignments,
+        )
         from tidelog.broker.handlers.cluster_common import ClusterDeps
 
         deps = ClusterDeps(
@@ -188,6 +193,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         table |= cluster.handlers(deps)
         table |= cluster_admin.handlers(deps)
         table |= cluster_reassignments.handlers(deps)
+        table |= cluster_describe_cluster.handlers(deps)
         # InitProducerId: idempotent producers as cluster_admin answers, transactional ids
         # through the transaction coordinator.
         table[ApiKey.INIT_PRODUCER_ID] = partial(

@@ -118,9 +118,9 @@ async def _alter_topic(
     name = resource.resource_name
     current = _current(replication, name)
     new = _incremental(deps, current, resource) if incremental else _replacing(deps, resource)
-    for name in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+    for throttled in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
         try:
-            check_replicas_value(new.get(name, ""))
+            check_replicas_value(new.get(throttled, ""))
         except ValueError as error:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(error)) from None
     if not validate_only:

@@ -19,7 +19,10 @@ LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
-RATE_CONFIGS = frozenset({LEADER_RATE, FOLLOWER_RATE})
+# Kafka's tool also clears the log-dir move rate with the other two: stored, without effect
+# (one log directory per broker: nothing to move between directories).
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+RATE_CONFIGS = frozenset({LEADER_RATE, FOLLOWER_RATE, ALTER_LOG_DIRS_RATE})
 MIN_FETCH_BYTES = 16 * 1024
 FOLLOWER_FETCH_INTERVAL_MS = 100  # a throttled follower asks for 100 ms worth per fetch
 
