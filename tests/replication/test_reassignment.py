@@ -156,10 +156,14 @@ def test_reassignment_under_load(cluster4: Cluster) -> None:
     admin = _admin(cluster4)
     try:
         # Pin the replicas to {1,2,3} led by 1 (placement is random): through {1} alone.
+        phases = [("start", time.monotonic())]
         _move(cluster4, admin, topic, [1])
+        phases.append(("to {1}", time.monotonic()))
         _move(cluster4, admin, topic, [1, 2, 3])
         cluster4.wait_for_partition(topic, lambda v: v[0] == 1, what="leader 1")
+        phases.append(("to {1,2,3}", time.monotonic()))
         _preload(cluster4, topic, RECORDS)
+        phases.append(("preload", time.monotonic()))
         load = Load(cluster4, topic, RECORDS)
         started = time.monotonic()
         _move(cluster4, admin, topic, [2, 3, 4], timeout_s=120)
@@ -177,7 +181,9 @@ def test_reassignment_under_load(cluster4: Cluster) -> None:
     assert len(records) == load.next and records[0] == _value(0)
     cluster4.wait_for(lambda: not replica_log(cluster4.brokers[1].data_dir, topic),
                       what="broker 1's log deleted")
-    print(f"\nmoved {RECORDS} preloaded + {load.next - RECORDS} live records in {moved_s:.1f} s")
+    phases.append(("checks", time.monotonic()))
+    print(f"\nmoved {RECORDS} preloaded + {load.next - RECORDS} live records in {moved_s:.1f} s; "
+          + ", ".join(f"{name} {t - phases[i][1]:.1f} s" for i, (name, t) in enumerate(phases[1:])))
 
 
 def test_cancel_and_errors(cluster4: Cluster) -> None:
@@ -190,6 +196,11 @@ def test_cancel_and_errors(cluster4: Cluster) -> None:
 
     topic = "errors"
     cluster4.create_topic(topic, configs={})
+    # DescribeCluster lists every live broker (Kafka's tool checks a plan's brokers with it).
+    describer = cluster4.admin()  # must outlive its future
+    described = describer.describe_cluster(request_timeout=15).result(timeout=20)
+    assert sorted(node.id for node in described.nodes) == [1, 2, 3, 4]
+    assert described.controller is not None and described.controller.id in (1, 2, 3, 4)
     admin = _admin(cluster4)
     try:
         tp = TopicPartition(topic, 0)
