@@ -168,7 +168,9 @@ def test_reassignment_under_load(cluster4: Cluster) -> None:
         started = time.monotonic()
         _move(cluster4, admin, topic, [2, 3, 4], timeout_s=120)
         moved_s = time.monotonic() - started
+        phases.append(("move", time.monotonic()))
         load.stop()
+        phases.append(("load stopped", time.monotonic()))
     finally:
         admin.close()
     assert load.failures == []
@@ -177,7 +179,9 @@ def test_reassignment_under_load(cluster4: Cluster) -> None:
     assert [o for o, _ in load.consumed] == list(range(load.next))
     leader, replicas, isr = cluster4.partition_state(topic)
     assert (leader, replicas, sorted(isr)) == (2, [2, 3, 4], [2, 3, 4])
+    phases.append(("consumer checked", time.monotonic()))
     records = _same_replicas(cluster4, topic, [2, 3, 4])
+    phases.append(("replicas compared", time.monotonic()))
     assert len(records) == load.next and records[0] == _value(0)
     cluster4.wait_for(lambda: not replica_log(cluster4.brokers[1].data_dir, topic),
                       what="broker 1's log deleted")
@@ -309,6 +313,19 @@ def test_throttled_reassignment_holds_the_rate(cluster4: Cluster, side: str) -> 
         "follower.replication.throttled.replicas": f"0:{new}",
         "leader.replication.throttled.replicas": ",".join(f"0:{b}" for b in origin),
     })
+    # Stored as Kafka's ZooKeeper mode stores dynamic broker configs.
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=cluster4.zookeeper)
+    zk.start(timeout=15)
+    try:
+        data, _ = zk.get(f"/config/brokers/{throttled_broker}")
+    finally:
+        zk.stop()
+        zk.close()
+    stored = json.loads(data)
+    assert stored["version"] == 1
+    assert stored["config"][f"{side}.replication.throttled.rate"] == str(THROTTLE_RATE)
     admin = _admin(cluster4)
     try:
         rate = _measure_move(cluster4, admin, topic, origin, target, new, total)
