@@ -67,6 +67,11 @@ class BrokerConfig:
     # when it is created) and its min.insync.replicas, Kafka's defaults.
     transaction_state_log_replication_factor: int = 3  # transaction.state.log.replication.factor
     transaction_state_log_min_isr: int = 2  # transaction.state.log.min.isr
+    # Cluster mode: delayed delivery's `__tidelog_timer` (docs/delivery.md), named after
+    # Kafka's settings for its own internal topics; the factor is capped at the live brokers.
+    tidelog_timer_log_num_partitions: int = 1  # tidelog.timer.log.num.partitions
+    tidelog_timer_log_replication_factor: int = 3  # tidelog.timer.log.replication.factor
+    tidelog_timer_log_min_isr: int = 2  # tidelog.timer.log.min.isr
     # transaction.abort.timed.out.transaction.cleanup.interval.ms
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
@@ -205,6 +210,11 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
         "transaction_state_log_replication_factor", _parse_int
     ),
     "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _parse_int),
+    "tidelog.timer.log.num.partitions": ("tidelog_timer_log_num_partitions", _parse_int),
+    "tidelog.timer.log.replication.factor": (
+        "tidelog_timer_log_replication_factor", _parse_int
+    ),
+    "tidelog.timer.log.min.isr": ("tidelog_timer_log_min_isr", _parse_int),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
         "transaction_abort_timed_out_transaction_cleanup_interval_ms", _parse_int
     ),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -56,6 +56,7 @@ from tidelog.security.authorizer import Authorizer
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.log_validator import AppendOrigin
 from tidelog.storage.results import AppendResult
+from tidelog.storage.timer_records import TIMER_TOPIC, is_timer_producer
 from tidelog.types import TopicPartition
 
 log = logging.getLogger("tidelog.broker.produce")
@@ -78,9 +79,13 @@ class ProduceDeps:
     # (KIP-890 part 1)? None: no transaction coordinator, transactional produce is refused.
     verify_transaction: Callable[[str, int, int, tuple[str, int]], ErrorCode] | None = None
     # Delayed delivery (docs/delivery.md): splits the batches of a topic with
-    # tidelog.delivery.delay.enable=true. None (cluster mode): such topics refuse produce.
+    # tidelog.delivery.delay.enable=true. None: such topics refuse produce.
     divert: DivertHook | None = None
     quotas: QuotaManager | None = None  # client quotas (producer_byte_rate); None: none
+    # Cluster mode: may this request write as another broker (delayed delivery's timer
+    # batches to `__tidelog_timer`, its deliveries with the reserved producer ids)? The
+    # inter-broker listener, and CLUSTER_ACTION with an authorizer (server.py).
+    inter_broker: Callable[[RequestContext], bool] | None = None
 
 
 def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
@@ -209,6 +214,7 @@ async def handle_produce(
     durable_waits: list[tuple[PartitionLog, int, dict[str, Any]]] = []
     replication = deps.replication
     replica_waits: list[tuple[TopicPartition, int, dict[str, Any]]] = []
+    timer_commits: list[tuple[Coroutine[Any, Any, KafkaError | None], dict[str, Any]]] = []
     # A partition named twice is produced once, with its last record set, as Kafka does
     # (its handler collects record sets in a map keyed by partition).
     last_seen = {
@@ -223,6 +229,7 @@ async def handle_produce(
             if last_seen.get((topic.name, partition.index)) is not partition:
                 continue
             fields: dict[str, Any] = {"index": partition.index, "base_offset": -1}
+            diverted = None
             tp = TopicPartition(topic.name, partition.index)  # one per partition, shared below
             log_start_offset = -1  # known once the partition's log is found
             try:
@@ -234,7 +241,10 @@ async def handle_produce(
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "null record set")
                 leader_epoch = replication.check_produce(tp, request.acks)
                 batches = _request_batches(partition.records)
-                if topic.name in INTERNAL_TOPICS:
+                broker_write = deps.inter_broker is not None and deps.inter_broker(context)
+                if topic.name in INTERNAL_TOPICS and not (
+                    broker_write and topic.name == TIMER_TOPIC
+                ):
                     # Only the coordinators write there (a forged record would be replayed
                     # into group state on the next load).
                     raise KafkaError(
@@ -243,8 +253,9 @@ async def handle_produce(
                     )
                 partition_log = deps.topics.partition_log(topic.name, partition.index)
                 log_start_offset = partition_log.log_start_offset
-                diverted = None
-                if partition_log.config.tidelog_delivery_delay_enable:
+                if partition_log.config.tidelog_delivery_delay_enable and not (
+                    broker_write and all(is_timer_producer(b.producer_id) for b in batches)
+                ):
                     diverted = _divert(deps, partition_log, tp, batches, now_ms)
                     batches = diverted.batches
                 if transactional:
@@ -260,6 +271,8 @@ async def handle_produce(
                         origin=AppendOrigin.CLIENT,
                     )
             except KafkaError as error:
+                if diverted is not None and diverted.commit is not None:
+                    diverted.commit.close()  # nothing of the partition is written
                 log.debug("produce %s-%d: %s", topic.name, partition.index, error)
                 deps.metrics.record_error(ApiKey.PRODUCE, error.code.name)
                 fields.update(error_code=error.code, error_message=error.message or None)
@@ -277,6 +290,8 @@ async def handle_produce(
                 if log_start_offset >= 0 and error.code not in _ERRORS_WITHOUT_LOG_START:
                     fields["log_start_offset"] = log_start_offset
             except OSError as error:
+                if diverted is not None and diverted.commit is not None:
+                    diverted.commit.close()
                 # Disk full or failing: the segment rolled the append back; Kafka's answer.
                 log.warning("produce %s-%d: %s", topic.name, partition.index, error)
                 deps.metrics.record_error(ApiKey.PRODUCE, ErrorCode.KAFKA_STORAGE_ERROR.name)
@@ -284,6 +299,8 @@ async def handle_produce(
             else:
                 if diverted is not None and diverted.timer_log is not None:
                     _wait_for_timer_log(partition_log, diverted, fields, durable_waits)
+                if diverted is not None and diverted.commit is not None:
+                    timer_commits.append((diverted.commit, fields))
                 if result is None:  # every record went to the timer log: no offset yet
                     fields.update(error_code=ErrorCode.NONE, log_start_offset=log_start_offset)
                     partition_responses.append(fields)
@@ -308,6 +325,14 @@ async def handle_produce(
             partition_responses.append(fields)
         topic_responses.append((topic.name, partition_responses))
 
+    if timer_commits:
+        # Cluster mode: delayed records are acknowledged once committed in their timer
+        # partition (acks=0 included: the write happens, unanswered).
+        failures = await asyncio.gather(*(commit for commit, _ in timer_commits))
+        for (_, fields), failure in zip(timer_commits, failures, strict=True):
+            if failure is not None:
+                fields.update(error_code=failure.code, base_offset=-1,
+                              error_message=failure.message or None)
     if request.acks == 0:
         produce_throttle_ms(deps.quotas, context)  # no answer: the mute alone slows it
         return None
@@ -359,7 +384,7 @@ def _divert(
 ) -> Diverted:
     if deps.divert is None:
         raise InvalidRecordError(
-            "topics with tidelog.delivery.delay.enable=true are served on a single node only"
+            "topics with tidelog.delivery.delay.enable=true are not served by this broker"
         )
     return deps.divert(partition_log, tp, batches, now_ms)
 
