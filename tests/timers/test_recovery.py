@@ -237,3 +237,27 @@ def test_one_round_delivers_in_due_order(tmp_path: Path) -> None:
         assert [r.value for r in target_records(broker)] == [b"first", b"second", b"third"]
 
     with_timers(tmp_path / "data", run)
+
+
+def test_done_follows_the_targets_fsync_with_durability_sync(tmp_path: Path) -> None:
+    """With durability=sync a produce is acknowledged once fsynced; a delivery is marked DONE
+    only once it is as durable (else a power cut could keep the DONE and lose the record)."""
+
+    async def run() -> None:
+        broker = Broker(load_config(None, {}, data_dir=tmp_path / "data"))
+        try:
+            broker.create_topic(TOPIC, 1, {"tidelog.delivery.delay.enable": "true",
+                                           "durability": "sync"})
+            timers = service(broker)
+            now_ms = timers.wheel.current_tick * timers.wheel.tick_ms
+            divert(broker, timers, now_ms, delayed(b"a", now_ms + 500))
+            target = broker.partition_log(TOPIC, 0)
+            assert target.recovery_point == 0
+            assert timers.deliver_due(now_ms + 1_000) == 1
+            assert target.log_end_offset == 1
+            assert target.recovery_point == 1  # fsynced before the DONE below was written
+            assert broker.partition_log(TIMER_TOPIC, 0).log_end_offset == 2  # SCHEDULE, DONE
+        finally:
+            broker.close()
+
+    asyncio.run(run())

@@ -31,7 +31,7 @@ log = logging.getLogger("tidelog.broker.timers.peer_produce")
 
 PRODUCE_KEY, PRODUCE_VERSION = 0, 9
 CLIENT_ID = "tidelog-timer"
-CONNECTIONS_PER_BROKER = 4
+CONNECTIONS_PER_BROKER = 16
 CALL_SLACK_S = 5.0  # beyond the request's own timeout, for the network
 
 

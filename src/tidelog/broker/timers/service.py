@@ -326,6 +326,11 @@ class TimerService:
                     ids, lags = ids[:appended], lags[:appended]
                 if appended:
                     self.broker.append_waiters.notify(tp)
+                    if target.config.is_sync:
+                        # DONE only once the delivery is as durable as an acknowledged
+                        # produce to the target would be: with durability=sync, fsynced
+                        # (here, on the loop: a DONE must not overtake the next delivery's).
+                        target.flush()
         if ids or skipped:
             self._append_done(tp, last_offset, sorted(ids + skipped))
         self.pending_per_target[tag] -= len(ids) + len(skipped)
