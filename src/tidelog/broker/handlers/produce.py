@@ -241,9 +241,8 @@ async def handle_produce(
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "null record set")
                 leader_epoch = replication.check_produce(tp, request.acks)
                 batches = _request_batches(partition.records)
-                broker_write = deps.inter_broker is not None and deps.inter_broker(context)
                 if topic.name in INTERNAL_TOPICS and not (
-                    broker_write and topic.name == TIMER_TOPIC
+                    topic.name == TIMER_TOPIC and _broker_write(deps, context)
                 ):
                     # Only the coordinators write there (a forged record would be replayed
                     # into group state on the next load).
@@ -254,7 +253,8 @@ async def handle_produce(
                 partition_log = deps.topics.partition_log(topic.name, partition.index)
                 log_start_offset = partition_log.log_start_offset
                 if partition_log.config.tidelog_delivery_delay_enable and not (
-                    broker_write and all(is_timer_producer(b.producer_id) for b in batches)
+                    all(is_timer_producer(b.producer_id) for b in batches)
+                    and _broker_write(deps, context)
                 ):
                     diverted = _divert(deps, partition_log, tp, batches, now_ms)
                     batches = diverted.batches
@@ -376,6 +376,11 @@ async def handle_produce(
         ),
         throttle_time=produce_throttle_ms(deps.quotas, context),
     )
+
+
+def _broker_write(deps: ProduceDeps, context: RequestContext) -> bool:
+    """Another broker writing as a broker (delayed delivery in a cluster)."""
+    return deps.inter_broker is not None and deps.inter_broker(context)
 
 
 def _divert(

@@ -40,6 +40,7 @@ from tidelog.broker.timers.loading import load_timer_log
 from tidelog.broker.timers.metrics import TimerCollector, TopicTimers
 from tidelog.broker.timers.peer_produce import PeerProducer
 from tidelog.broker.timers.service import (
+    CLEANUP_INTERVAL_MS,
     DELIVERY_RECORDS_PER_BATCH,
     DONE_IDS_PER_RECORD,
     LAG_SAMPLES,
@@ -280,9 +281,13 @@ class TimerPartition:
     async def _run(self) -> None:
         try:
             await self._take_over()
+            next_cleanup_ms = clock.now_ms() + CLEANUP_INTERVAL_MS
             while self._leading():
                 try:
                     self._tick()
+                    if clock.now_ms() >= next_cleanup_ms:
+                        next_cleanup_ms = clock.now_ms() + CLEANUP_INTERVAL_MS
+                        await self._cleanup()
                 except (OSError, KafkaError):
                     log.exception("%s: delivery tick failed; retrying", self.tp)
                 await asyncio.sleep(TICK_S)
@@ -369,6 +374,39 @@ class TimerPartition:
                     self.pending[tag] += 1
                 elif isinstance(meta, Cancel) and len(self.cancels) < MAX_LIVE_CANCELS:
                     self.cancels[(meta.topic, meta.uniq_key)] = (meta.expires_ms, record.offset)
+
+    async def _cleanup(self) -> None:
+        """Cut the log below what is still needed: pending SCHEDULEs, live CANCELs, and each
+        target's producer epoch and sequence, which an INTENT without ids carries past the cut
+        (a new leader must go on with them: a batch that reused a sequence number would be
+        taken for a duplicate). Skipped while a delivery is in doubt or on its way. The cut
+        stays below the high watermark, which followers follow (their log start offset)."""
+        now_ms = clock.now_ms()
+        for key in [k for k, (expires_ms, _) in self.cancels.items() if expires_ms <= now_ms]:
+            del self.cancels[key]
+        if any(t.in_doubt is not None or t.busy for t in self.targets):
+            return
+        low = self.scanned
+        pending = self.wheel.min_timer_id()
+        candidates = [pending] if pending is not None else []
+        candidates += [offset for _, offset in self.cancels.values()]
+        candidates += [timer_id for t in self.targets for _, timer_id in t.backlog]
+        low = min([low, *candidates])
+        if low <= self.log.log_start_offset:
+            return
+        used = [t for t in self.targets if t.epoch or t.sequence]
+        if used:
+            start = self.log.log_end_offset
+            end = self._append([
+                meta_record(Intent(t.epoch, t.sequence, t.tp.topic, t.tp.partition, ()))
+                for t in used
+            ])
+            code = await self.replication.wait_for_high_watermark(self.tp, end,
+                                                                  PRODUCE_TIMEOUT_MS)
+            if code != ErrorCode.NONE or not self._leading():
+                return
+            low = min(low, start)
+        self.log.delete_records_before(low)
 
     # ------------------------------------------------------------------ one target
 
