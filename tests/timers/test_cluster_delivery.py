@@ -33,12 +33,14 @@ from replication.harness import Cluster
 from tidelog.broker.timers.cluster import timer_partition
 from tidelog.cli.main import main as cli
 from tidelog.cluster.zookeeper_server import ZooKeeperServer, free_port
-from timers.helpers import DELAY_TOPIC, Reader, now_ms
+from tidelog.records.builder import NewRecord
+from timers.helpers import DELAY_TOPIC, Reader, now_ms, raw_produce
 from timers.test_delivery_crash import Sent, _acker, _check
 
 TIMER_TOPIC = "__tidelog_timer"
 TOPIC = "cluster-delays"
 SMOKE_TOPIC = "cluster-smoke"
+INVALID_RECORD = 87
 PARTITIONS = 4
 RECORDS = int(os.environ.get("TIMER_CLUSTER_RECORDS", "2000"))
 MAX_DELAY_MS = 10_000
@@ -139,6 +141,22 @@ def _listing_rows(cluster: Cluster, topic: str) -> list[tuple[str, int, int]]:
     assert result.exit_code == 0, result.output
     return [(topic, int(row["partition"]), int(row["pending"]))
             for row in json.loads(result.output)["partitions"]]
+
+
+def test_idempotent_delays_refused_on_a_cluster(cluster: Cluster) -> None:
+    """An idempotent batch holding a delayed record is refused with INVALID_RECORD and a
+    message saying what to do; the same producer's batch without timer headers is appended
+    as usual."""
+    leader = cluster.wait_for_partition(SMOKE_TOPIC, lambda view: True, 1)[0]
+    address = cluster.brokers[leader].address
+    delayed = NewRecord(b"v", headers=(("TIMER_DELAY_MS", b"5000"),))
+    answer = raw_produce(address, SMOKE_TOPIC, [delayed], partition=1, producer_id=7,
+                         base_sequence=0)
+    assert answer.error_code == INVALID_RECORD
+    assert "enable.idempotence=false" in answer.error_message
+    answer = raw_produce(address, SMOKE_TOPIC, [NewRecord(b"plain")], partition=1,
+                         producer_id=7, base_sequence=0)
+    assert answer.error_code == 0 and answer.base_offset >= 0
 
 
 def test_kills_lose_and_duplicate_nothing(cluster: Cluster) -> None:
