@@ -87,8 +87,7 @@ TAKEOVER_WAIT_MS = 5_000  # per wait for the high watermark to cover the log tak
 # node when a topic's limits changed since the records were accepted.
 _PERMANENT = frozenset({
     ErrorCode.INVALID_RECORD, ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE,
-    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-    ErrorCode.INVALID_TOPIC_EXCEPTION,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_TOPIC_EXCEPTION,
 })
 # The target's producer state lost this producer's history (or never had it): start a new
 # epoch at sequence 0 (a new INTENT) rather than retry forever.
@@ -427,39 +426,43 @@ class TimerPartition:
         """Take up to one batch of the target's due records: cancelled or orphaned ones are
         marked DONE at once; the rest become an INTENT, committed before anything is sent."""
         target = self.targets[tag]
+        self.replication.check_produce(self.tp, -1)  # leading, ISR big enough: before taking
         target.backlog.sort()
-        taken: list[tuple[int, int]] = []
-        size = 0
-        limit = self._max_batch_bytes(target.tp)
-        while target.backlog and len(taken) < DELIVERY_RECORDS_PER_BATCH:
-            taken.append(target.backlog.pop(0))
+        taken = target.backlog[:DELIVERY_RECORDS_PER_BATCH]
         bodies = read_timer_records(self.log, sorted(timer_id for _, timer_id in taken))
         ids: list[int] = []
+        lags: list[int] = []
         skipped: list[int] = []
+        size = 0
+        limit = self._max_batch_bytes(target.tp)
         now_ms = clock.now_ms()
-        for index, (due_ms, timer_id) in enumerate(taken):
-            record = bodies.get(timer_id)
-            delivered = self._delivered_record(target.tp, timer_id, record, now_ms)
+        for due_ms, timer_id in taken:
+            delivered = self._delivered_record(target.tp, timer_id, bodies.get(timer_id),
+                                               now_ms)
             if delivered is None:
                 skipped.append(timer_id)
                 continue
             size += estimated_size(delivered)
             if ids and size > limit:
-                target.backlog[:0] = taken[index:]  # the next batch
-                break
+                break  # the rest waits for the next batch
             ids.append(timer_id)
-            self.owner.lag_ms.append(now_ms - due_ms)
+            lags.append(now_ms - due_ms)
+        handled = set(ids) | set(skipped)
         if skipped:
             self._append([meta_record(Done(-1, target.tp.topic, target.tp.partition,
                                            tuple(skipped)))])
             self.pending[tag] -= len(skipped)
+            target.backlog = [entry for entry in target.backlog if entry[1] not in skipped]
         if not ids:
             return
         intent = Intent(target.epoch, target.sequence, target.tp.topic, target.tp.partition,
                         tuple(ids))
+        # Raises before anything changes here: the records stay in the backlog.
         target.intent_end = self._append([meta_record(intent)])
+        target.backlog = [entry for entry in target.backlog if entry[1] not in handled]
         target.sequence += len(ids)
         target.in_doubt = intent
+        self.owner.lag_ms.extend(lags)
 
     def _delivered_record(
         self, tp: TopicPartition, timer_id: int, record: Record | None, now_ms: int,
@@ -515,12 +518,17 @@ class TimerPartition:
         records: list[NewRecord] = []
         for timer_id in intent.timer_ids:
             record = bodies.get(timer_id)
-            meta_headers = split_meta(record.headers) if record is not None else None
-            if record is None or meta_headers is None or not isinstance(meta_headers[0],
-                                                                        Schedule):
+            try:
+                meta, headers = split_meta(record.headers) if record is not None else (
+                    None, ())
+            except TimerRecordError:
+                meta = None
+            if record is None or not isinstance(meta, Schedule):
+                # Never expected (the log is cut below every open INTENT's records): the
+                # batch cannot be rebuilt with its sequence numbers; it stays in doubt.
                 raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
                                  f"timer record {timer_id} of an INTENT is gone")
-            records.append(_delivered(record, meta_headers[1], meta_headers[0], timer_id))
+            records.append(_delivered(record, headers, meta, timer_id))
         view = self.replication.view
         if view is not None and tp.topic not in view.topics:
             self._finish(tag, intent, -1, f"topic {tp.topic} was deleted")

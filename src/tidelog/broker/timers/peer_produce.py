@@ -87,6 +87,7 @@ class PeerProducer:
                 return Produced(ErrorCode.REQUEST_TIMED_OUT, message=f"broker {broker_id}")
             except (OSError, PeerError, asyncio.IncompleteReadError) as error:
                 connection.close()
+                self._drop_idle(broker_id)  # a restarted broker: its other ones are dead too
                 return Produced(ErrorCode.NETWORK_EXCEPTION, message=f"broker {broker_id}: "
                                 f"{error or type(error).__name__}")
             self._idle.setdefault(broker_id, []).append((endpoint, connection))
@@ -109,6 +110,10 @@ class PeerProducer:
         connection = await connect_peer(
             self.replication.peer_security, endpoint[0], endpoint[1], CLIENT_ID)
         return endpoint, connection
+
+    def _drop_idle(self, broker_id: int) -> None:
+        for _, connection in self._idle.pop(broker_id, []):
+            connection.close()
 
     def close(self) -> None:
         for idle in self._idle.values():
