@@ -83,6 +83,9 @@ TICK_S = 0.1
 PRODUCE_TIMEOUT_MS = 30_000  # the timer or target leader's wait for its ISR
 RETRY_S = 0.2  # a failed target append is tried again this much later (same INTENT)
 TAKEOVER_WAIT_MS = 5_000  # per wait for the high watermark to cover the log taken over
+BATCHER_IN_FLIGHT = 4  # concurrent timer batches per timer partition (each one commit wait)
+BATCHER_MAX_RECORDS = 16_384  # records of one coalesced timer batch
+BATCHER_MAX_BYTES = 16 << 20  # and about its bytes (the timer log takes 64 MiB batches)
 # A target's answers that no retry can change: the batch is dropped (logged), as on a single
 # node when a topic's limits changed since the records were accepted.
 _PERMANENT = frozenset({
@@ -126,6 +129,7 @@ class ClusterTimers:
         self.creator = TimerTopicCreator(broker, replication)
         self.producer = PeerProducer(replication)
         self.partitions: dict[int, TimerPartition] = {}
+        self._batchers: dict[int, TimerBatcher] = {}
         self.delivered_total = 0
         self.cancelled_total = 0
         self.lag_ms: deque[int] = deque(maxlen=LAG_SAMPLES)
@@ -182,23 +186,10 @@ class ClusterTimers:
         if versioned is None or versioned.state.leader not in view.brokers:
             raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"{TIMER_TOPIC}-{partition} has no leader; retry")
-        batch = build_batch(parts.timer_records, now_ms=now_ms)
-        commit = self._commit(versioned.state.leader, partition, batch)
-        return Diverted(parts.kept, None, -1, commit=commit)
-
-    async def _commit(
-        self, leader: int, partition: int, batch: bytes | bytearray,
-    ) -> KafkaError | None:
-        produced = await self.producer.produce(leader, TIMER_TOPIC, partition, batch,
-                                               PRODUCE_TIMEOUT_MS)
-        if produced.error == ErrorCode.NONE:
-            return None
-        code = produced.error
-        if code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-            code = ErrorCode.NOT_ENOUGH_REPLICAS  # retriable for the client's own partition
-        return KafkaError(code, f"timer log {TIMER_TOPIC}-{partition}: "
-                                f"{produced.message or produced.error.name}")
+        batcher = self._batchers.get(partition)
+        if batcher is None:
+            batcher = self._batchers[partition] = TimerBatcher(self, partition)
+        return Diverted(parts.kept, None, -1, commit=batcher.commit(parts.timer_records))
 
     # ------------------------------------------------------------------ listings
 
@@ -220,6 +211,75 @@ class ClusterTimers:
             deliverer.stop()
         self.partitions.clear()
         self.producer.close()
+
+
+class TimerBatcher:
+    """Timer records of concurrent produces for one timer partition, sent together (group
+    commit): each send takes everything queued into one batch (one Produce, one commit
+    wait), with at most BATCHER_IN_FLIGHT sends at once. Records are queued only once the
+    produce handler awaits them (a partition whose append failed queues nothing)."""
+
+    def __init__(self, owner: ClusterTimers, partition: int) -> None:
+        self.owner = owner
+        self.partition = partition
+        # (records, their estimated bytes, the produce's future)
+        self._queue: list[tuple[list[NewRecord], int, asyncio.Future[KafkaError | None]]] = []
+        self._in_flight = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def commit(self, records: list[NewRecord]) -> KafkaError | None:
+        future: asyncio.Future[KafkaError | None] = asyncio.get_running_loop().create_future()
+        self._queue.append((records, sum(estimated_size(r) for r in records), future))
+        self._kick()
+        return await future
+
+    def _kick(self) -> None:
+        while self._queue and self._in_flight < BATCHER_IN_FLIGHT:
+            taken = [self._queue.pop(0)]
+            count, size = len(taken[0][0]), taken[0][1]
+            while self._queue and (count + len(self._queue[0][0]) <= BATCHER_MAX_RECORDS
+                                   and size + self._queue[0][1] <= BATCHER_MAX_BYTES):
+                item = self._queue.pop(0)
+                taken.append(item)
+                count, size = count + len(item[0]), size + item[1]
+            self._in_flight += 1
+            task = asyncio.ensure_future(self._send(taken))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send(
+        self, taken: list[tuple[list[NewRecord], int, asyncio.Future[KafkaError | None]]],
+    ) -> None:
+        try:
+            outcome = await self._produce([r for records, _, _ in taken for r in records])
+        except Exception as error:  # answered, whatever happened: never a hung produce
+            log.exception("timer batch for partition %d", self.partition)
+            outcome = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
+        finally:
+            self._in_flight -= 1
+        for _, _, future in taken:
+            if not future.done():
+                future.set_result(outcome)
+        self._kick()
+
+    async def _produce(self, records: list[NewRecord]) -> KafkaError | None:
+        view = self.owner.replication.view
+        versioned = (view.states.get(TopicPartition(TIMER_TOPIC, self.partition))
+                     if view is not None else None)
+        if view is None or versioned is None or versioned.state.leader not in view.brokers:
+            return KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                              f"{TIMER_TOPIC}-{self.partition} has no leader; retry")
+        batch = build_batch(records, now_ms=clock.now_ms())
+        produced = await self.owner.producer.produce(
+            versioned.state.leader, TIMER_TOPIC, self.partition, batch, PRODUCE_TIMEOUT_MS)
+        if produced.error == ErrorCode.NONE:
+            return None
+        code = produced.error
+        if code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+            code = ErrorCode.NOT_ENOUGH_REPLICAS  # retriable for the client's own partition
+        return KafkaError(code, f"timer log {TIMER_TOPIC}-{self.partition}: "
+                                f"{produced.message or produced.error.name}")
 
 
 @dataclass(slots=True)
