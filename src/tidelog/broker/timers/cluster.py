@@ -290,6 +290,7 @@ class _Target:
     sequence: int = 0
     in_doubt: Intent | None = None  # INTENT written, target not yet acknowledged
     intent_end: int = 0  # the timer log must be committed up to here before it is sent
+    intent_offset: int = 0  # the open INTENT's own offset (0: unknown, loaded: no cut)
     busy: bool = False
     retry_at: float = 0.0
 
@@ -438,22 +439,24 @@ class TimerPartition:
         """Cut the log below what is still needed: pending SCHEDULEs, live CANCELs, and each
         target's producer epoch and sequence, which an INTENT without ids carries past the cut
         (a new leader must go on with them: a batch that reused a sequence number would be
-        taken for a duplicate). Skipped while a delivery is in doubt or on its way. The cut
-        stays below the high watermark, which followers follow (their log start offset)."""
+        taken for a duplicate), and every open INTENT with its records. The cut stays below
+        the high watermark, which followers follow (their log start offset)."""
         now_ms = clock.now_ms()
         for key in [k for k, (expires_ms, _) in self.cancels.items() if expires_ms <= now_ms]:
             del self.cancels[key]
-        if any(t.in_doubt is not None or t.busy for t in self.targets):
-            return
         low = self.scanned
         pending = self.wheel.min_timer_id()
         candidates = [pending] if pending is not None else []
         candidates += [offset for _, offset in self.cancels.values()]
         candidates += [timer_id for t in self.targets for _, timer_id in t.backlog]
+        for t in self.targets:
+            if t.in_doubt is not None:
+                candidates += [t.intent_offset, *t.in_doubt.timer_ids]
         low = min([low, *candidates])
         if low <= self.log.log_start_offset:
             return
-        used = [t for t in self.targets if t.epoch or t.sequence]
+        # An open INTENT stays its target's last one: no checkpoint may supersede it.
+        used = [t for t in self.targets if (t.epoch or t.sequence) and t.in_doubt is None]
         if used:
             start = self.log.log_end_offset
             end = self._append([
@@ -472,10 +475,17 @@ class TimerPartition:
     async def _deliver(self, tag: int) -> None:
         target = self.targets[tag]
         try:
-            if target.in_doubt is None:
-                await self._new_intent(tag)
-            if target.in_doubt is not None and self._leading():
+            # Round after round while records are due (the tick adds them to the backlog
+            # meanwhile): a round is two commits, the next one need not wait for a tick.
+            while self._leading():
+                if target.in_doubt is None:
+                    if not target.backlog:
+                        break
+                    await self._new_intent(tag)
+                    continue
                 await self._send(tag, target.in_doubt)
+                if target.in_doubt is not None:
+                    break  # no longer leading
         except (OSError, KafkaError) as error:
             log.warning("%s: delivery to %s: %s; retrying", self.tp, target.tp, error)
             target.retry_at = asyncio.get_running_loop().time() + RETRY_S
@@ -519,6 +529,7 @@ class TimerPartition:
                         tuple(ids))
         # Raises before anything changes here: the records stay in the backlog.
         target.intent_end = self._append([meta_record(intent)])
+        target.intent_offset = target.intent_end - 1
         target.backlog = [entry for entry in target.backlog if entry[1] not in handled]
         target.sequence += len(ids)
         target.in_doubt = intent
@@ -615,6 +626,7 @@ class TimerPartition:
             epoch = (intent.producer_epoch + 1) % 32768
             renewed = Intent(epoch, 0, intent.topic, intent.partition, intent.timer_ids)
             target.intent_end = self._append([meta_record(renewed)])
+            target.intent_offset = target.intent_end - 1
             target.epoch, target.sequence = epoch, len(intent.timer_ids)
             target.in_doubt = renewed
             log.warning("%s: %s answered %s; producer epoch %d from now on", self.tp, tp,
