@@ -342,6 +342,15 @@ def test_filtered_offsets_scan_only_headers() -> None:
         assert filtered_offsets(batch(records, codec), tags) == {
             100 + i for i in range(9) if i % 3}
         assert filtered_offsets(batch(records, codec), sql) == {100 + i for i in range(5)}
+    # Only the tag header on each record (checked on whole buffers), or repeated / null
+    # values (the last one counts, a null one is absent).
+    only_tags = [NewRecord(b"v", None, (("tag", (b"TagA", b"TagB", b"")[i % 3]),))
+                 for i in range(6)]
+    assert filtered_offsets(batch(only_tags), tags) == {101, 102, 104, 105}
+    repeated = [NewRecord(b"v", None, (("tag", b"TagA"), ("tag", b"TagB"))),
+                NewRecord(b"v", None, (("tag", b"TagB"), ("tag", b"TagA"))),
+                NewRecord(b"v", None, (("tag", b"TagA"), ("tag", None)))]
+    assert filtered_offsets(batch(repeated), tags) == {100, 102}
     # No record has the header: decided once for the batch, all dropped (or all kept).
     plain = batch([NewRecord(b"x", None, (("other", b"1"),)) for _ in range(5)])
     assert filtered_offsets(plain, tags) == set(range(100, 105))

@@ -208,6 +208,10 @@ class SharePartition:
             return True
         return self.end_offset < log_end_offset and self._room() > 0
 
+    def has_room(self) -> bool:
+        """Whether new offsets (past the SPEO) may be acquired now."""
+        return self._room() > 0
+
     def _room(self) -> int:
         return self.settings.max_record_locks - (self.end_offset - self.start_offset)
 
@@ -288,18 +292,21 @@ class SharePartition:
                        filtered: frozenset[int]) -> int:
         """New offsets [first, last] were acquired: those the filter drops become
         ACKNOWLEDGED (never delivered), the rest go into `ranges`. Returns how many remain."""
-        kept = 0
-        for offset in range(first, last + 1):
-            if offset in filtered:
-                record = self.records[offset]
-                record.state = RecordState.ACKNOWLEDGED
-                record.delivery_count = 0
-                record.member_id = ""
-                self.counters.filtered += 1
-            else:
-                kept += 1
-                _add_range(ranges, offset, offset, 1)
-        return kept
+        records = self.records
+        dropped = sorted(o for o in filtered if first <= o <= last)
+        start = first
+        for offset in dropped:  # runs between dropped offsets go out whole
+            if offset > start:
+                _add_range(ranges, start, offset - 1, 1)
+            record = records[offset]
+            record.state = RecordState.ACKNOWLEDGED
+            record.delivery_count = 0
+            record.member_id = ""
+            start = offset + 1
+        if start <= last:
+            _add_range(ranges, start, last, 1)
+        self.counters.filtered += len(dropped)
+        return last - first + 1 - len(dropped)
 
     def _extend(self, new_end: int, state: RecordState) -> None:
         for offset in range(self.end_offset, new_end):

@@ -14,7 +14,7 @@ written to `__share_group_state` (broker/share/service.py) before the answer.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -318,10 +318,16 @@ async def _acquire_one(
             return LogBatch(batch.base_offset, batch.last_offset, control, frozenset()
                             if dropping is None or control else filtered_offsets(batch, dropping))
 
+        def log_batches() -> Iterator[LogBatch]:
+            """Lazily: a filter runs only on batches acquisition can still take from."""
+            for batch in batches:
+                if dropping is not None and batch.base_offset >= share_partition.end_offset \
+                        and not share_partition.has_room():
+                    return
+                yield log_batch(batch)
+
         filtered_before = share_partition.counters.filtered
-        ranges, used = share_partition.acquire(  # lazily: filters run on batches it reaches
-            member_id, (log_batch(b) for b in batches), max_records, now_ms,
-        )
+        ranges, used = share_partition.acquire(member_id, log_batches(), max_records, now_ms)
         more = (share_partition.counters.filtered > filtered_before
                 and share_partition.can_acquire(limit, now_ms))
         if ranges:

@@ -10,9 +10,11 @@ Group configs (IncrementalAlterConfigs on GROUP resources; checked by `check_con
 `filtered_offsets(batch, filter)` decodes only what a filter needs: the records section is
 decompressed when compressed; a batch whose bytes hold none of the header names the filter
 reads cannot have those headers, so the filter is evaluated once for the whole batch (no
-record parsed); otherwise each record's fields are skipped by their lengths and only the
-named headers' values are kept (no Record object). Runs on the event loop, in the ShareFetch
-handler: CPU bounded by what one acquisition reads.
+record parsed); otherwise the records C extension (records/columnar.py) decodes the batch
+into header columns and only the named headers are looked at (a tag filter compares bytes;
+no Record object, no string per record). Runs on the event loop, in the ShareFetch handler:
+CPU bounded by what one acquisition reads (acquisition stops reading batches it cannot
+take).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from tidelog.coordinator.share_retry import BackoffError, parse_backoff
 from tidelog.errors import CorruptRecordError
 from tidelog.records.batch import ATTR_CODEC_MASK, Codec, RecordBatch
 from tidelog.records.codecs import decompress
-from tidelog.records.varint import read_varint
+from tidelog.records.columnar import HeaderColumns, RecordColumns
 
 TIDELOG_GROUP_CONFIGS = (RETRY_BACKOFF_CONFIG, FILTER_CONFIG, TAG_HEADER_CONFIG)
 DEFAULTS = {RETRY_BACKOFF_CONFIG: "", FILTER_CONFIG: "", TAG_HEADER_CONFIG: DEFAULT_TAG_HEADER}
@@ -78,12 +80,31 @@ def filtered_offsets(batch: RecordBatch, group: Filter) -> frozenset[int]:
         names = group.names
         if not any(name.encode() in data for name in names):
             return frozenset() if group.matches({}) else frozenset(range(first, last + 1))
-        wanted = {name.encode(): name for name in names}
-        dropped = [first + delta for delta, headers in _scan(data, batch.records_count, wanted)
-                   if not group.matches(headers)]
-    except CorruptRecordError:
+        columns = RecordColumns(include_headers=True)
+        columns.append(data, batch.records_count, first, 0, -1, first, last + 1)
+        decoded = columns.finish()
+    except (CorruptRecordError, OverflowError):
         return frozenset()
-    return frozenset(dropped)
+    offsets = memoryview(decoded.offsets).cast("q")
+    headers = decoded.headers
+    if headers is None or not decoded.rows:  # pragma: no cover - include_headers was asked
+        return frozenset()
+    if group.tags is not None:  # one header, compared as bytes: no string per record
+        tags = {tag.encode() for tag in group.tags}
+        name = next(iter(names)).encode()
+        uniform = _uniform_values(headers, decoded.rows, name)
+        if uniform is not None:  # the common case: each record has just this header
+            bounds, value_data = uniform
+            return frozenset(offset for offset, start, end in zip(
+                offsets, bounds, bounds[1:], strict=False) if value_data[start:end] not in tags)
+        return frozenset(offset for offset, value in zip(
+            offsets, _values(headers, decoded.rows, {name: ""}), strict=True)
+            if value is None or value.get("") not in tags)
+    wanted = {name.encode(): name for name in names}
+    return frozenset(offset for offset, found in zip(
+        offsets, _values(headers, decoded.rows, wanted), strict=True)
+        if not group.matches({} if found is None else
+                             {k: v.decode("utf-8", "replace") for k, v in found.items()}))
 
 
 def _records_section(batch: RecordBatch) -> bytes:
@@ -93,45 +114,37 @@ def _records_section(batch: RecordBatch) -> bytes:
     return bytes(decompress(Codec(codec), batch.records_bytes))
 
 
-def _scan(
-    data: bytes, count: int, wanted: dict[bytes, str]
-) -> list[tuple[int, dict[str, str]]]:
-    """(offsetDelta, the wanted headers' values) per record (layout: records/record.py); a
-    null header value counts as absent; the last of repeated keys wins (Kafka's lastHeader)."""
-    size = len(data)
-    position = 0
-    found: list[tuple[int, dict[str, str]]] = []
-    if count < 0 or count > size:
-        raise CorruptRecordError(f"records count {count}")
-    for _ in range(count):
-        length, position = read_varint(data, position)
-        end = position + length
-        if length < 6 or end > size:
-            raise CorruptRecordError(f"record length {length} does not fit the batch")
-        _, position = read_varint(data, position + 1)  # attributes skipped, timestampDelta
-        offset_delta, position = read_varint(data, position)
-        for _field in range(2):  # key, value
-            field_length, position = read_varint(data, position)
-            if field_length > 0:
-                position += field_length
-        header_count, position = read_varint(data, position)
-        if position > end or header_count < 0 or header_count * 2 > end - position:
-            raise CorruptRecordError("record fields overrun their record")
-        headers: dict[str, str] = {}
-        for _header in range(header_count):
-            key_length, position = read_varint(data, position)
-            key = data[position:position + key_length]
-            position += max(0, key_length)
-            value_length, position = read_varint(data, position)
-            name = wanted.get(key)
-            if name is not None:
-                if value_length < 0:
-                    headers.pop(name, None)
-                else:
-                    headers[name] = data[position:position + value_length].decode(
-                        "utf-8", "replace")
-            position += max(0, value_length)
-        if position != end:
-            raise CorruptRecordError(f"record length {length} disagrees with its fields")
-        found.append((offset_delta, headers))
-    return found
+def _uniform_values(
+    headers: HeaderColumns, rows: int, name: bytes
+) -> tuple[list[int], bytes] | None:
+    """When every record has exactly one header, named `name`, with a value: the value
+    offsets and data (record i's value is data[offsets[i]:offsets[i + 1]]); else None.
+    Checked on whole buffers, without a loop per record."""
+    if (headers.entries != rows or headers.list_validity is not None
+            or headers.value_validity is not None or headers.key_data != name * rows):
+        return None
+    return memoryview(headers.value_offsets).cast("i").tolist(), headers.value_data
+
+
+def _values(headers: HeaderColumns, rows: int, wanted: dict[bytes, str]
+            ) -> list[dict[str, bytes] | None]:
+    """Per record, the wanted headers' values (None: it has none of them), from the header
+    columns (records/columnar.py): a null value counts as absent, the last of repeated keys
+    wins (Kafka's lastHeader)."""
+    list_offsets = memoryview(headers.list_offsets).cast("i").tolist()
+    key_offsets = memoryview(headers.key_offsets).cast("i").tolist()
+    value_offsets = memoryview(headers.value_offsets).cast("i").tolist()
+    key_data, value_data, validity = headers.key_data, headers.value_data, headers.value_validity
+    result: list[dict[str, bytes] | None] = []
+    for row in range(rows):
+        found: dict[str, bytes] = {}
+        for entry in range(list_offsets[row], list_offsets[row + 1]):
+            name = wanted.get(key_data[key_offsets[entry]:key_offsets[entry + 1]])
+            if name is None:
+                continue
+            if validity is not None and not validity[entry >> 3] >> (entry & 7) & 1:
+                found.pop(name, None)
+            else:
+                found[name] = value_data[value_offsets[entry]:value_offsets[entry + 1]]
+        result.append(found or None)
+    return result
