@@ -38,6 +38,7 @@ from tidelog.records.codecs import decompress
 from tidelog.records.columnar import HeaderColumns, RecordColumns
 
 TIDELOG_GROUP_CONFIGS = (RETRY_BACKOFF_CONFIG, FILTER_CONFIG, TAG_HEADER_CONFIG)
+MAX_CACHED_VERDICTS = 4096  # per batch scanned
 DEFAULTS = {RETRY_BACKOFF_CONFIG: "", FILTER_CONFIG: "", TAG_HEADER_CONFIG: DEFAULT_TAG_HEADER}
 
 
@@ -101,10 +102,19 @@ def filtered_offsets(batch: RecordBatch, group: Filter) -> frozenset[int]:
             offsets, _values(headers, decoded.rows, {name: ""}), strict=True)
             if value is None or value.get("") not in tags)
     wanted = {name.encode(): name for name in names}
-    return frozenset(offset for offset, found in zip(
-        offsets, _values(headers, decoded.rows, wanted), strict=True)
-        if not group.matches({} if found is None else
-                             {k: v.decode("utf-8", "replace") for k, v in found.items()}))
+    # Records mostly repeat a few header values: one verdict per distinct set of them.
+    verdicts: dict[tuple[tuple[str, bytes], ...], bool] = {}
+    dropped = []
+    for offset, found in zip(offsets, _values(headers, decoded.rows, wanted), strict=True):
+        key = () if found is None else tuple(found.items())
+        verdict = verdicts.get(key)
+        if verdict is None:
+            verdict = group.matches({k: v.decode("utf-8", "replace") for k, v in key})
+            if len(verdicts) < MAX_CACHED_VERDICTS:
+                verdicts[key] = verdict
+        if not verdict:
+            dropped.append(offset)
+    return frozenset(dropped)
 
 
 def _records_section(batch: RecordBatch) -> bytes:
