@@ -2,7 +2,7 @@
 filter matching 10% of the records, one matching 90%, and a SQL92 one matching 90%, in one
 run (< 1 min).
 
-    .venv/bin/python bench/share_filter_bench.py [--messages 100000] [--rounds 3]
+    .venv/bin/python bench/share_filter_bench.py [--messages 60000] [--rounds 3]
 
 One fresh `tidelog serve` (pagecache durability). The backlog: `--messages` values of 200-300
 bytes in one partition (broker_bench.py's pool and producer settings), each with a `tag`
@@ -85,7 +85,7 @@ def consume(bootstrap: str, expression: str, expected: set[int]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--messages", type=int, default=60_000)
     parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
     count = options.messages

@@ -96,6 +96,33 @@ def test_released_records_come_back_after_each_backoff_step_then_dead_letter(
         assert copy.value().decode() == values[int(headers["__dlq.errors.offset"])]
 
 
+def test_a_lock_expiry_waits_the_backoff_too(
+    share_broker: BrokerProcess, children: list[Child]
+) -> None:
+    """A consumer holds three records and is SIGKILLed: their 1 s locks expire and, with
+    back-off `2s`, the other member (polling all along) gets them about 3 s after the first
+    delivery, not 1 s (both children's clocks are the machine's CLOCK_MONOTONIC; the first
+    delivery happened up to the holder's poll return), with delivery count 2."""
+    bootstrap = share_broker.bootstrap
+    create_topic(bootstrap, "t-retry-expiry", 1)
+    set_group_configs(bootstrap, "g-retry-expiry", share_auto_offset_reset="earliest",
+                      share_record_lock_duration_ms="1000",
+                      **{"tidelog.share.retry.backoff.ms": "2s"})
+    produce(bootstrap, "t-retry-expiry", 3, 1)
+    holder = Child(bootstrap, "g-retry-expiry", "t-retry-expiry", "hold")
+    children.append(holder)
+    wait_for(lambda: len(holder.pump()) >= 3, "the holder's records")
+    taker = Child(bootstrap, "g-retry-expiry", "t-retry-expiry", "accept")
+    children.append(taker)
+    wait_for(lambda: (taker.pump(), taker.ready)[1], "the taker polling")
+    holder.kill()
+    wait_for(lambda: len(taker.pump()) >= 3, "redelivery after lock expiry and back-off")
+    first = max(r["t"] for r in holder.records)
+    assert {(r["o"], r["d"]) for r in taker.records} == {(0, 2), (1, 2), (2, 2)}
+    # Without the back-off they would come back 1 s after the first delivery.
+    assert min(r["t"] for r in taker.records) >= first + 2.5
+
+
 def _produce_with_headers(bootstrap: str, topic: str, count: int) -> list[dict[str, str]]:
     """Records with a tag, a price and a region header (every seventh without headers);
     the value names the record. Returns each record's headers by index."""
