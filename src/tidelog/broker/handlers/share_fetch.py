@@ -13,6 +13,7 @@ written to `__share_group_state` (broker/share/service.py) before the answer.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -260,7 +261,8 @@ async def _fetch(
         if any(a.acknowledge_error is not ErrorCode.NONE or a.error is not ErrorCode.NONE
                for a in answers.values()):
             return
-        if progressed:
+        if progressed:  # yield first: a long filtered-out stretch must not hold the loop
+            await asyncio.sleep(0)
             continue
         if next_deadline is not None:  # a lock may expire before the wait ends
             remaining_ms = min(remaining_ms, max(1, next_deadline - clock.now_ms() + 1))

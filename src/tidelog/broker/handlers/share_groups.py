@@ -317,7 +317,8 @@ async def handle_describe_configs(
                 module.DescribeConfigsResourceResult, name=name,
                 value=overrides.get(name, defaults[name]), read_only=False,
                 config_source=_GROUP_CONFIG_SOURCE if name in overrides else _DEFAULT_SOURCE,
-                is_sensitive=False, synonyms=(), config_type=2 if name.endswith("ms") else 7,
+                is_sensitive=False, synonyms=(),
+                config_type=2 if name.endswith("ms") or name in TIDELOG_DEFAULTS else 7,
             )
             for name in keys if name in defaults
         )
