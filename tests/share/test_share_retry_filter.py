@@ -126,6 +126,49 @@ def test_filtered_offsets_are_acknowledged_not_delivered() -> None:
     assert partition.start_offset == 8 and partition.counters.filtered == 5
 
 
+@settings(max_examples=150, deadline=None, database=None)
+@given(st.lists(st.tuples(st.sampled_from(["acquire", "ack", "expire", "leave"]),
+                          st.integers(0, 29), st.integers(0, 5), st.integers(0, 4),
+                          st.integers(0, 1500)), max_size=40),
+       st.frozensets(st.integers(0, 29), max_size=12))
+def test_random_operations_respect_backoff_and_filters(
+    ops: list[tuple[str, int, int, int, int]], filtered: frozenset[int]
+) -> None:
+    """Random acquire/acknowledge/expire/leave with a back-off and a filter: no record is
+    acquired before its back-off ends, a filtered offset is never delivered, delivery counts
+    never go back, the in-flight table stays exactly [SPSO, SPEO)."""
+    log = [LogBatch(b, b + 9, filtered=frozenset(o for o in filtered if b <= o <= b + 9))
+           for b in (0, 10, 20)]
+    partition = SharePartition(0, BACKOFF)
+    now = 0
+    counts: dict[int, int] = {}
+    for op, offset, span, kind, step_ms in ops:
+        now += step_ms
+        if op == "acquire":
+            waiting = {o for o, r in partition.records.items()
+                       if r.state is RecordState.AVAILABLE and r.deadline_ms > now}
+            for r in partition.acquire(f"m{kind % 2}", log, 10, now_ms=now)[0]:
+                for o in range(r.first_offset, r.last_offset + 1):
+                    assert o not in waiting and o not in filtered
+                    assert r.delivery_count == counts.get(o, 0) + 1
+                    counts[o] = r.delivery_count
+        elif op == "ack":
+            partition.acknowledge(f"m{kind % 2}", [AcknowledgementBatch(
+                offset, offset + span, (kind % 4,))], now)
+        elif op == "expire":
+            partition.expire(now)
+        else:
+            partition.release_member(f"m{kind % 2}")
+        assert set(partition.records) == set(range(partition.start_offset, partition.end_offset))
+        for o, record in partition.records.items():
+            if record.state is RecordState.AVAILABLE and record.deadline_ms:
+                # Waiting at most the step for its delivery count (1 s, then 2 s).
+                assert record.deadline_ms - now <= backoff_ms((1000, 2000),
+                                                              record.delivery_count)
+            if o in filtered and record.state is not RecordState.AVAILABLE:
+                assert record.state is RecordState.ACKNOWLEDGED and o not in counts
+
+
 # ------------------------------------------------------------------ filter parser
 def test_tag_expressions() -> None:
     tags = parse_filter("TagA || TagB")
