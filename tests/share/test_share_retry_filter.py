@@ -390,6 +390,8 @@ def test_filtered_offsets_scan_only_headers() -> None:
     only_tags = [NewRecord(b"v", None, (("tag", (b"TagA", b"TagB", b"")[i % 3]),))
                  for i in range(6)]
     assert filtered_offsets(batch(only_tags), tags) == {101, 102, 104, 105}
+    spelt = [NewRecord(b"v", None, (("t", b"TagA"),)), NewRecord(b"v", None, (("agtag", b"TagA"),))]
+    assert filtered_offsets(batch(spelt), tags) == {100, 101}  # keys "t" + "agtag" != "tag" x 2
     repeated = [NewRecord(b"v", None, (("tag", b"TagA"), ("tag", b"TagB"))),
                 NewRecord(b"v", None, (("tag", b"TagB"), ("tag", b"TagA"))),
                 NewRecord(b"v", None, (("tag", b"TagA"), ("tag", None)))]

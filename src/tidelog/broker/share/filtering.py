@@ -133,6 +133,11 @@ def _uniform_values(
     if (headers.entries != rows or headers.list_validity is not None
             or headers.value_validity is not None or headers.key_data != name * rows):
         return None
+    # Keys of other lengths could spell the same bytes ("t" + "agtag" for "tag" twice).
+    width = len(name)
+    if memoryview(headers.key_offsets).cast("i").tolist() != list(range(0, width * rows + 1,
+                                                                        width)):
+        return None
     return memoryview(headers.value_offsets).cast("i").tolist(), headers.value_data
 
 
