@@ -32,8 +32,10 @@ from tidelog.coordinator.consumer_static import (
     static_leave,
 )
 from tidelog.coordinator.messages import (
+    JOIN_TIMER,
     REVOCATION_TIMER,
     SESSION_TIMER,
+    SYNC_TIMER,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     GroupConfig,
@@ -316,7 +318,7 @@ def fence_member(
     _refresh_subscription_metadata(scratch, topics)
     _advance_epoch_and_target(scratch, config, bump=True)
     result: Result[ConsumerGroupHeartbeatResponse] = Result(records=scratch.records)
-    for kind in (SESSION_TIMER, REVOCATION_TIMER):
+    for kind in (SESSION_TIMER, REVOCATION_TIMER, JOIN_TIMER, SYNC_TIMER):
         key: TimerKey = (kind, group_id, member_id)
         if deadlines.pop(key, None) is not None:
             result.timers.append(TimerRequest(key, None))

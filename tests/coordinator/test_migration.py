@@ -1,0 +1,249 @@
+"""KIP-848 online migration (pure): classic -> consumer -> classic while members are rolled.
+
+Clients are simulated as confluent-kafka behaves: classic members are cooperative (they report
+owned partitions in their subscription, drop revoked ones after SyncGroup and rejoin at once),
+consumer members report owned partitions on each heartbeat. After every step no partition is
+held by two clients; at rest the log replays to the live state.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from tidelog.coordinator.consumer_group import ConsumerGroup, from_topic_partitions
+from tidelog.coordinator.consumer_protocol import (
+    parse_assignment,
+    parse_subscription,
+    serialize_assignment,
+)
+from tidelog.coordinator.group import ClassicGroup, GroupState
+from tidelog.coordinator.messages import (
+    CommitPartition,
+    ConsumerGroupHeartbeatRequest,
+    GroupConfig,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeaveMember,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
+from tidelog.coordinator.records import TopicPartitions
+from tidelog.errors import ErrorCode
+
+from .harness import TOPIC_ID, Harness, persisted_view
+
+SESSION_MS = 10_000
+
+
+def subscription(owned: set[int] | None = None) -> bytes:
+    """ConsumerProtocolSubscription v1: topics ["t"], null user data, owned partitions."""
+    out = struct.pack(">hi", 1, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", -1)
+    items = sorted(owned or ())
+    out += struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", len(items))
+    return out + b"".join(struct.pack(">i", p) for p in items)
+
+
+class Clients:
+    """What each client holds, and the protocol steps a real client takes."""
+
+    def __init__(self, h: Harness) -> None:
+        self.h = h
+        self.now = 0
+        self.held: dict[str, set[int]] = {}
+        self.generation: dict[str, int] = {}
+        self.epoch: dict[str, int] = {}
+
+    def check(self) -> None:
+        seen: dict[int, str] = {}
+        for member, partitions in self.held.items():
+            for p in partitions:
+                assert p not in seen, f"partition {p} held by {seen[p]} and {member}"
+                seen[p] = member
+
+    def classic_join(self, member: str) -> None:
+        waiter = self.h.waiter()
+        group = self.h.shard.groups.get("g")
+        known = member if group is not None and member in group.members else ""
+        request = JoinGroupRequest(
+            "g", known, "consumer",
+            (("cooperative-sticky", subscription(self.held.get(member))),),
+            SESSION_MS, 30_000, waiter, new_member_id=member, client_id="c",
+        )
+        response = self.h.run(self.h.shard.join_group(request, self.now, self.h.topics), waiter)
+        if response is None:  # a classic group's join phase: completed by the others
+            return
+        assert response.error is ErrorCode.NONE, response
+        self.generation[member] = response.generation_id
+        if response.leader == member:  # classic leader: cooperative keeps what members own
+            return
+        self.classic_sync(member)
+
+    def classic_sync(self, member: str, assignments: tuple[tuple[str, bytes], ...] = ()) -> None:
+        waiter = self.h.waiter()
+        request = SyncGroupRequest("g", self.generation[member], member, waiter, assignments)
+        response = self.h.run(self.h.shard.sync_group(request, self.now), waiter)
+        if response is None:
+            return
+        if response.error is ErrorCode.REBALANCE_IN_PROGRESS:
+            self.classic_join(member)
+            return
+        assert response.error is ErrorCode.NONE, response
+        given = set(parse_assignment(response.assignment).get("t", frozenset()))
+        revoked = self.held.get(member, set()) - given
+        self.held[member] = given
+        self.check()
+        if revoked:
+            self.classic_join(member)  # cooperative: rejoin after revoking
+
+    def classic_heartbeat(self, member: str) -> ErrorCode:
+        request = HeartbeatRequest("g", self.generation[member], member)
+        error: ErrorCode = self.h.run(self.h.shard.heartbeat(request, self.now))
+        if error in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION):
+            self.classic_join(member)
+        return error
+
+    def consumer_beat(self, member: str, epoch: int | None = None) -> ErrorCode:
+        owned = None
+        if member in self.held:
+            owned = (TopicPartitions(TOPIC_ID, tuple(sorted(self.held[member]))),)
+        request = ConsumerGroupHeartbeatRequest(
+            "g", member, self.epoch.get(member, 0) if epoch is None else epoch,
+            new_member_id=member, rebalance_timeout_ms=30_000,
+            subscribed_topic_names=("t",), owned=owned, client_id="c",
+        )
+        response = self.h.run(self.h.shard.consumer_group_heartbeat(request, self.h.topics,
+                                                                     self.now))
+        if response.error is not ErrorCode.NONE:
+            return response.error  # type: ignore[no-any-return]
+        self.epoch[member] = response.member_epoch
+        if response.assignment is not None:
+            self.held[member] = set(
+                from_topic_partitions(response.assignment).get(TOPIC_ID, frozenset())
+            )
+            self.check()
+        return ErrorCode.NONE
+
+    def settle(self, classic: list[str], consumer: list[str], rounds: int = 12) -> None:
+        for _ in range(rounds):
+            self.now += 100
+            for member in classic:
+                self.classic_heartbeat(member)
+            for member in consumer:
+                self.consumer_beat(member)
+            self.check()
+
+
+def classic_group(h: Harness, clients: Clients) -> None:
+    """a and b form a classic group by the classic protocol; the leader a assigns 0-2 / 3-5."""
+    everything = serialize_assignment(1, {"t": frozenset(range(6))})
+    clients.classic_join("a")  # alone: generation 1 at once, a leads
+    clients.classic_sync("a", (("a", everything),))
+    assert clients.held == {"a": set(range(6))}
+    clients.classic_join("b")  # parked until a rejoins
+    assert clients.classic_heartbeat("a") is ErrorCode.REBALANCE_IN_PROGRESS  # a rejoins
+    group = h.shard.groups["g"]
+    assert isinstance(group, ClassicGroup) and group.state is GroupState.COMPLETING_REBALANCE
+    assert group.leader_id == "a"
+    clients.generation = {m: group.generation_id for m in ("a", "b")}
+    plan = {"a": {0, 1, 2}, "b": {3, 4, 5}}
+    assignments = tuple((m, serialize_assignment(1, {"t": frozenset(p)})) for m, p in plan.items())
+    clients.held["a"] = plan["a"]  # cooperative: the leader's plan revokes 3-5 from a first
+    clients.classic_sync("a", assignments)
+    clients.classic_sync("b")
+    assert clients.held == plan
+    commit = OffsetCommitRequest(
+        "g", (CommitPartition("t", 0, 42),), clients.generation["a"], "a", api_version=8
+    )
+    assert h.run(h.shard.offset_commit(commit, clients.now)).partitions[0][2] is ErrorCode.NONE
+
+
+def test_roll_classic_to_consumer_and_back() -> None:
+    h = Harness(GroupConfig(initial_rebalance_delay_ms=0))
+    clients = Clients(h)
+    classic_group(h, clients)
+
+    # Upgrade: a consumer-protocol member joins the non-empty classic group.
+    assert clients.consumer_beat("c") is ErrorCode.NONE
+    group = h.shard.groups["g"]
+    assert isinstance(group, ConsumerGroup)
+    assert {m: (v.classic is not None) for m, v in group.members.items()} == {
+        "a": True, "b": True, "c": False
+    }
+    assert clients.held["c"] == set()  # nothing until the classic members give it up
+    clients.settle(["a", "b"], ["c"])
+    assert sorted(len(p) for p in clients.held.values()) == [2, 2, 2]
+    assert h.shard.describe_consumer_group("g").group_type == "consumer"
+    assert h.shard.list_groups()[0].group_type == "consumer"
+    assert persisted_view(h.reloaded()) == persisted_view(h.shard)
+
+    # Roll b to the consumer protocol: it leaves by LeaveGroup and comes back as "b2".
+    answer = h.run(h.shard.leave_group(LeaveGroupRequest("g", (LeaveMember("b"),)), clients.now,
+                                       h.topics))
+    assert answer.members[0][1] is ErrorCode.NONE
+    del clients.held["b"]
+    clients.consumer_beat("b2")
+    clients.settle(["a"], ["c", "b2"])
+    assert sorted(len(p) for p in clients.held.values()) == [2, 2, 2]
+    # A classic member commits with its generation (= member epoch), any version.
+    commit = OffsetCommitRequest(
+        "g", (CommitPartition("t", 1, 7),), clients.generation["a"], "a", api_version=8
+    )
+    assert h.run(h.shard.offset_commit(commit, clients.now)).partitions[0][2] is ErrorCode.NONE
+
+    # Downgrade: roll b2 and c back to classic; when the last consumer member leaves, the group
+    # becomes classic and rebalances.
+    assert clients.consumer_beat("b2", epoch=-1) is ErrorCode.NONE
+    del clients.held["b2"]
+    clients.classic_join("b")
+    clients.settle(["a", "b"], ["c"])
+    assert clients.consumer_beat("c", epoch=-1) is ErrorCode.NONE
+    del clients.held["c"]
+    group = h.shard.groups["g"]
+    assert isinstance(group, ClassicGroup) and group.state is GroupState.PREPARING_REBALANCE
+    assert set(group.members) == {"a", "b"}
+    for member in ("a", "b"):
+        assert clients.classic_heartbeat(member) in (
+            ErrorCode.ILLEGAL_GENERATION, ErrorCode.REBALANCE_IN_PROGRESS
+        )
+    assert group.state is GroupState.COMPLETING_REBALANCE
+    leader = group.leader_id
+    assert leader is not None
+    plan = {"a": {0, 1, 2}, "b": {3, 4, 5}}
+    assignments = tuple((m, serialize_assignment(1, {"t": frozenset(p)})) for m, p in plan.items())
+    clients.generation = {m: group.generation_id for m in ("a", "b")}
+    for member in (leader, "b" if leader == "a" else "a"):
+        held = clients.held.get(member, set())
+        clients.held[member] = held & plan[member]  # a cooperative client keeps only its own
+        clients.classic_sync(member, assignments if member == leader else ())
+    assert group.state is GroupState.STABLE
+    assert persisted_view(h.reloaded()) == persisted_view(h.shard)
+    fetched = h.shard.offset_fetch(OffsetFetchRequest("g", (("t", 0), ("t", 1))))
+    assert [o.offset for o in fetched.partitions] == [42, 7]  # no committed offset lost
+
+
+def test_policy_disabled_refuses_the_mixed_join() -> None:
+    h = Harness(GroupConfig(initial_rebalance_delay_ms=0, consumer_migration_policy="disabled"))
+    clients = Clients(h)
+    classic_group(h, clients)
+    assert clients.consumer_beat("c") is ErrorCode.GROUP_ID_NOT_FOUND
+    assert isinstance(h.shard.groups["g"], ClassicGroup)
+
+
+def test_upgrade_only_policy_keeps_a_consumer_group_of_classic_members() -> None:
+    h = Harness(GroupConfig(initial_rebalance_delay_ms=0, consumer_migration_policy="upgrade"))
+    clients = Clients(h)
+    classic_group(h, clients)
+    clients.consumer_beat("c")
+    clients.settle(["a", "b"], ["c"])
+    assert clients.consumer_beat("c", epoch=-1) is ErrorCode.NONE
+    assert isinstance(h.shard.groups["g"], ConsumerGroup)  # no downgrade
+    assert persisted_view(h.reloaded()) == persisted_view(h.shard)
+
+
+def test_consumer_protocol_bytes() -> None:
+    parsed = parse_subscription(subscription({4, 5}))
+    assert (parsed.version, parsed.topics, parsed.owned) == (1, ("t",), {"t": frozenset({4, 5})})
+    data = serialize_assignment(3, {"t": frozenset({2, 0}), "u": frozenset()})
+    assert parse_assignment(data) == {"t": frozenset({0, 2})}
