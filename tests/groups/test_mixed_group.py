@@ -1,0 +1,159 @@
+"""A group migrated online (KIP-848) by rolling real members, under a producer's load.
+
+Three confluent-kafka members start with `group.protocol=classic`; one at a time each is
+restarted with `group.protocol=consumer` (the first one upgrades the group), then one at a time
+back to classic (the last consumer member leaving downgrades it). Checked from the clients:
+no partition is assigned to a member while another still holds it (rebalance callbacks),
+committed offsets never go backwards (sampled by OffsetFetch throughout) and end at the log
+end, every acknowledged message is processed; the group's type follows the roll.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .members import ConfluentMember, Ledger, SteadyProducer, wait_until
+
+PARTITIONS = 6
+SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "6000",
+}
+CLASSIC = {"group.protocol": "classic", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+STRATEGIES = {
+    "eager": {},  # librdkafka's default range,roundrobin
+    "cooperative": {"partition.assignment.strategy": "cooperative-sticky"},
+}
+CONSUMER = {"group.protocol": "consumer"}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from conftest import BrokerFactory
+
+    factory = BrokerFactory(tmp_path_factory.mktemp("mixed"))
+    try:
+        yield factory(settings=SETTINGS)
+    finally:
+        bad = factory.stop_all()
+    assert not bad, "\n".join(bad)
+
+
+class CommitWatcher(threading.Thread):
+    """Samples the group's committed offsets (OffsetFetch, outside the group) until stopped;
+    records any partition whose committed offset went backwards."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        self.partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        self.latest: dict[int, int] = {}
+        self.backwards: list[str] = []
+        self.stop_event = threading.Event()
+
+    def sample(self) -> None:
+        for item in self.consumer.committed(self.partitions, timeout=10):
+            if item.offset < 0:
+                continue
+            before = self.latest.get(item.partition, -1)
+            if item.offset < before:
+                self.backwards.append(f"p{item.partition}: {before} -> {item.offset}")
+            self.latest[item.partition] = max(before, item.offset)
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            self.sample()
+            time.sleep(0.1)
+
+
+def group_type(admin: AdminClient, group: str) -> str:
+    listed = admin.list_consumer_groups().result(10)
+    for item in listed.valid:
+        if item.group_id == group:
+            return str(item.type.name).lower()
+    return "absent"
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_roll_members_classic_to_consumer_and_back(broker: Any, strategy: str) -> None:
+    topic, group = f"mixed-roll-{strategy}", f"mixed-group-{strategy}"
+    classic = {**CLASSIC, **STRATEGIES[strategy]}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
+    ledger = Ledger()
+    producer = SteadyProducer(broker.bootstrap, topic, PARTITIONS)
+    watcher = CommitWatcher(broker.bootstrap, topic, group)
+    members: list[ConfluentMember] = []
+
+    def start(name: str, settings: dict[str, Any]) -> None:
+        member = ConfluentMember(name, ledger, broker.bootstrap, topic, {"group.id": group,
+                                                                         **settings})
+        member.start()
+        members.append(member)
+
+    def balanced() -> Callable[[], bool]:
+        expected = {m.name for m in members}
+
+        def check() -> bool:
+            owned = ledger.snapshot()
+            union = set().union(*owned.values()) if owned else set()
+            return (
+                set(owned) == expected
+                and union == set(range(PARTITIONS))
+                and sum(len(p) for p in owned.values()) == PARTITIONS
+            )
+
+        return check
+
+    def roll(index: int, name: str, settings: dict[str, Any]) -> None:
+        leaving = members[index]
+        leaving.leave()
+        members.remove(leaving)
+        start(name, settings)
+        members.insert(index, members.pop())
+        wait_until(balanced(), 40, f"balanced after {leaving.name} -> {name}")
+
+    producer.start()
+    watcher.start()
+    try:
+        for index in range(3):
+            start(f"classic-{index}", classic)
+            wait_until(balanced(), 40, f"{index + 1} classic members balanced")
+        assert group_type(admin, group) == "classic"
+        roll(0, "consumer-0", CONSUMER)
+        assert group_type(admin, group) == "consumer"  # upgraded with two classic members in
+        described = admin.describe_consumer_groups([group])[group].result(10)
+        assert {m.client_id for m in described.members} == {"consumer-0", "classic-1", "classic-2"}
+        for index in (1, 2):
+            roll(index, f"consumer-{index}", CONSUMER)
+        for index in range(3):
+            roll(index, f"classic-again-{index}", classic)
+        wait_until(lambda: group_type(admin, group) == "classic", 20, "downgraded")
+        producer.stop_event.set()
+        producer.join(30)
+        wait_until(lambda: producer.acked <= ledger.processed, 40, "every message processed")
+        end = sum(1 for _ in producer.acked)
+
+        def committed_to_end() -> bool:
+            watcher.sample()
+            return sum(watcher.latest.values()) >= end
+
+        wait_until(committed_to_end, 40, "offsets committed to the log end")
+    finally:
+        producer.stop_event.set()
+        watcher.stop_event.set()
+        for member in members:
+            member.leave()
+        watcher.join(15)
+        watcher.consumer.close()
+    assert ledger.violations == []
+    assert watcher.backwards == []
+    assert len(producer.acked) > 100
