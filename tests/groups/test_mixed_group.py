@@ -157,3 +157,51 @@ def test_roll_members_classic_to_consumer_and_back(broker: Any, strategy: str) -
     assert ledger.violations == []
     assert watcher.backwards == []
     assert len(producer.acked) > 100
+
+
+def test_a_mixed_group_survives_a_broker_sigkill(broker_factory: Any) -> None:
+    """Two classic members and one consumer member in one (consumer) group; the broker is
+    SIGKILLed and restarted on the same port: the replayed group keeps all three members
+    (classic ones with their JoinGroup metadata and session timeouts) and goes on serving them
+    without handing a partition to two members; nothing acknowledged is left unprocessed."""
+    broker = broker_factory(settings=SETTINGS)
+    topic, group = "mixed-restart", "mixed-restart-group"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
+    ledger = Ledger()
+    producer = SteadyProducer(broker.bootstrap, topic, PARTITIONS)
+    members = [
+        ConfluentMember(name, ledger, broker.bootstrap, topic, {"group.id": group, **settings})
+        for name, settings in (("classic-a", CLASSIC), ("classic-b", CLASSIC),
+                               ("consumer-c", CONSUMER))
+    ]
+
+    def balanced() -> bool:
+        owned = ledger.snapshot()
+        return set(owned) == {m.name for m in members} and sorted(
+            p for held in owned.values() for p in held
+        ) == list(range(PARTITIONS))
+
+    producer.start()
+    try:
+        for member in members:
+            member.start()
+            name = member.name
+            wait_until(lambda: name in ledger.snapshot(), 40, f"{name} assigned")  # noqa: B023
+        wait_until(balanced, 40, "mixed group balanced")
+        assert group_type(admin, group) == "consumer"
+        broker.kill()
+        broker = broker_factory(broker.data_dir, settings=SETTINGS, listen=broker.bootstrap)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(15)
+        assert {m.client_id for m in described.members} == {m.name for m in members}
+        wait_until(balanced, 40, "balanced after the restart")
+        producer.stop_event.set()
+        producer.join(30)
+        wait_until(lambda: producer.acked <= ledger.processed, 40, "every message processed")
+    finally:
+        producer.stop_event.set()
+        for member in members:
+            member.leave()
+    assert ledger.violations == []
+    assert len(producer.acked) > 50
