@@ -174,7 +174,11 @@ def test_roll_classic_to_consumer_and_back() -> None:
     assert clients.held["c"] == set()  # nothing until the classic members give it up
     clients.settle(["a", "b"], ["c"])
     assert sorted(len(p) for p in clients.held.values()) == [2, 2, 2]
-    assert h.shard.describe_consumer_group("g").group_type == "consumer"
+    described = h.shard.describe_consumer_group("g")
+    assert described.group_type == "consumer"
+    assert {m.member_id: m.classic for m in described.members} == {
+        "a": True, "b": True, "c": False
+    }
     assert h.shard.list_groups()[0].group_type == "consumer"
     assert persisted_view(h.reloaded()) == persisted_view(h.shard)
 

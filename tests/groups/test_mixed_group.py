@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -205,3 +206,36 @@ def test_a_mixed_group_survives_a_broker_sigkill(broker_factory: Any) -> None:
             member.leave()
     assert ledger.violations == []
     assert len(producer.acked) > 50
+
+
+def test_policy_disabled_refuses_a_consumer_member_into_a_classic_group(
+    broker_factory: Any,
+) -> None:
+    """`group.consumer.migration.policy=disabled`: a ConsumerGroupHeartbeat into a live classic
+    group answers GROUP_ID_NOT_FOUND (Kafka's answer) and the classic member is undisturbed."""
+    from broker.raw import RawClient, request_module
+
+    broker = broker_factory(settings={**SETTINGS, "group.consumer.migration.policy": "disabled"})
+    topic, group = "mixed-disabled", "mixed-disabled-group"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(15)
+    ledger = Ledger()
+    member = ConfluentMember("classic-only", ledger, broker.bootstrap, topic,
+                             {"group.id": group, **CLASSIC})
+    member.start()
+    try:
+        wait_until(lambda: ledger.snapshot().get("classic-only") == {0, 1}, 40, "assigned")
+        body = request_module(68, 1).ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id="Zm9vYmFyYmF6cXV4cXV1dw", member_epoch=0,
+            instance_id=None, rack_id=None, rebalance_timeout=timedelta(seconds=30),
+            subscribed_topic_names=(topic,), subscribed_topic_regex=None, server_assignor=None,
+            topic_partitions=(),
+        )
+        with RawClient(broker.bootstrap) as client:
+            answer = client.call(68, 1, body)
+        assert answer.error_code == 69  # GROUP_ID_NOT_FOUND
+        assert group_type(admin, group) == "classic"
+        assert ledger.snapshot() == {"classic-only": {0, 1}}
+    finally:
+        member.leave()
+    assert ledger.violations == []

@@ -209,6 +209,7 @@ class ConsumerGroup:
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assigned=to_topic_partitions(m.assigned),
                 target=to_topic_partitions(self.target.get(m.member_id, {})),
+                classic=m.classic is not None,
             )
             for m in self.members.values()
         )

@@ -249,6 +249,7 @@ class DescribedMember:
     subscribed_topic_regex: str | None = None
     assigned: tuple[TopicPartitions, ...] = ()
     target: tuple[TopicPartitions, ...] = ()
+    classic: bool = False  # a classic-protocol member of a consumer group (mixed group)
 
 
 @dataclass(frozen=True, slots=True)
