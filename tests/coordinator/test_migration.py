@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import struct
 
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
 from tidelog.coordinator.consumer_group import ConsumerGroup, from_topic_partitions
 from tidelog.coordinator.consumer_protocol import (
     parse_assignment,
@@ -251,3 +255,84 @@ def test_consumer_protocol_bytes() -> None:
     assert (parsed.version, parsed.topics, parsed.owned) == (1, ("t",), {"t": frozenset({4, 5})})
     data = serialize_assignment(3, {"t": frozenset({2, 0}), "u": frozenset()})
     assert parse_assignment(data) == {"t": frozenset({0, 2})}
+
+
+class MixedGroupMachine(RuleBasedStateMachine):
+    """Random steps of a mixed group (classic a, b; consumer c, d), policy `upgrade` so it
+    stays a consumer group: no partition is ever held by two clients; replay equals live."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        config = GroupConfig(
+            initial_rebalance_delay_ms=0,
+            consumer_migration_policy="upgrade",
+            consumer_session_timeout_ms=SESSION_MS,
+        )
+        self.h = Harness(config)
+        self.clients = Clients(self.h)
+        classic_group(self.h, self.clients)
+        self.clients.consumer_beat("c")
+
+    def members(self) -> set[str]:
+        group = self.h.shard.groups["g"]
+        assert isinstance(group, ConsumerGroup)
+        return set(group.members)
+
+    @rule(member=st.sampled_from("ab"))
+    def classic_step(self, member: str) -> None:
+        self.clients.now += 50
+        if member in self.members():
+            self.clients.classic_heartbeat(member)
+        else:
+            self.clients.held.pop(member, None)
+            self.clients.classic_join(member)
+
+    @rule(member=st.sampled_from("cd"))
+    def consumer_step(self, member: str) -> None:
+        self.clients.now += 50
+        if member not in self.members():
+            self.clients.held.pop(member, None)
+            self.clients.epoch.pop(member, None)
+        self.clients.consumer_beat(member)
+
+    @precondition(lambda self: len(self.members()) >= 2)
+    @rule(member=st.sampled_from("abcd"))
+    def leave(self, member: str) -> None:
+        if member not in self.members():
+            return
+        if member in "ab":
+            request = LeaveGroupRequest("g", (LeaveMember(member),))
+            self.h.run(self.h.shard.leave_group(request, self.clients.now, self.h.topics))
+        else:
+            self.clients.consumer_beat(member, epoch=-1)
+            self.clients.epoch.pop(member, None)
+        self.clients.held.pop(member, None)
+
+    @precondition(lambda self: len(self.members()) >= 2)
+    @rule(member=st.sampled_from("abcd"))
+    def go_silent(self, member: str) -> None:
+        """Every other member keeps heartbeating; `member` stops and is fenced."""
+        if member not in self.members():
+            return
+        self.clients.held.pop(member, None)  # a client that lost its session stops consuming
+        for _ in range(12):
+            self.clients.now += 1000
+            for other in sorted(self.members() - {member}):
+                if other in "ab":
+                    self.clients.classic_heartbeat(other)
+                else:
+                    self.clients.consumer_beat(other)
+            self.h.advance(self.clients.now)
+        assert member not in self.members()
+        self.clients.epoch.pop(member, None)
+
+    @invariant()
+    def exclusive_and_replayable(self) -> None:
+        self.clients.check()
+        assert persisted_view(self.h.reloaded()) == persisted_view(self.h.shard)
+
+
+MixedGroupMachine.TestCase.settings = settings(
+    max_examples=25, stateful_step_count=25, deadline=None
+)
+test_mixed_group_machine = MixedGroupMachine.TestCase

@@ -288,7 +288,8 @@ class GroupCoordinatorShard:
         if isinstance(group, ClassicGroup):
             if group.members or group.state is not GroupState.EMPTY:
                 message = f"Group {request.group_id} is not a consumer group"
-                if not migration.can_upgrade(group, self.config):
+                # Only a joining member (epoch 0) may create, hence upgrade, a consumer group.
+                if request.member_epoch != 0 or not migration.can_upgrade(group, self.config):
                     return Result(
                         response=ConsumerGroupHeartbeatResponse(
                             ErrorCode.GROUP_ID_NOT_FOUND, message
