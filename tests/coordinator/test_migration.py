@@ -58,6 +58,7 @@ class Clients:
         self.held: dict[str, set[int]] = {}
         self.generation: dict[str, int] = {}
         self.epoch: dict[str, int] = {}
+        self.instances: dict[str, str] = {}  # static members: member -> group.instance.id
 
     def check(self) -> None:
         seen: dict[int, str] = {}
@@ -74,6 +75,7 @@ class Clients:
             "g", known, "consumer",
             (("cooperative-sticky", subscription(self.held.get(member))),),
             SESSION_MS, 30_000, waiter, new_member_id=member, client_id="c",
+            group_instance_id=self.instances.get(member),
         )
         response = self.h.run(self.h.shard.join_group(request, self.now, self.h.topics), waiter)
         if response is None:  # a classic group's join phase: completed by the others
@@ -86,7 +88,10 @@ class Clients:
 
     def classic_sync(self, member: str, assignments: tuple[tuple[str, bytes], ...] = ()) -> None:
         waiter = self.h.waiter()
-        request = SyncGroupRequest("g", self.generation[member], member, waiter, assignments)
+        request = SyncGroupRequest(
+            "g", self.generation[member], member, waiter, assignments,
+            group_instance_id=self.instances.get(member),
+        )
         response = self.h.run(self.h.shard.sync_group(request, self.now), waiter)
         if response is None:
             return
@@ -102,7 +107,9 @@ class Clients:
             self.classic_join(member)  # cooperative: rejoin after revoking
 
     def classic_heartbeat(self, member: str) -> ErrorCode:
-        request = HeartbeatRequest("g", self.generation[member], member)
+        request = HeartbeatRequest(
+            "g", self.generation[member], member, self.instances.get(member)
+        )
         error: ErrorCode = self.h.run(self.h.shard.heartbeat(request, self.now))
         if error in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION):
             self.classic_join(member)
@@ -336,3 +343,37 @@ MixedGroupMachine.TestCase.settings = settings(
     max_examples=25, stateful_step_count=25, deadline=None
 )
 test_mixed_group_machine = MixedGroupMachine.TestCase
+
+
+def test_a_static_classic_member_rejoining_under_a_new_id_keeps_its_partitions() -> None:
+    """Kafka's replaceMember: no rebalance, the new id owns what the old one did."""
+    h = Harness(GroupConfig(initial_rebalance_delay_ms=0))
+    clients = Clients(h)
+    clients.consumer_beat("c")
+    waiter = h.waiter()
+
+    def static_join(new_id: str) -> int:
+        clients.instances[new_id] = "i1"
+        request = JoinGroupRequest(
+            "g", "", "consumer", (("cooperative-sticky", subscription(set())),), SESSION_MS,
+            30_000, waiter,
+            new_member_id=new_id, group_instance_id="i1", client_id="s",
+        )
+        response = h.run(h.shard.join_group(request, clients.now, h.topics), waiter)
+        assert response.error is ErrorCode.NONE and response.member_id == new_id
+        clients.generation[new_id] = response.generation_id
+        return int(response.generation_id)
+
+    static_join("s1")
+    clients.settle(["s1"], ["c"])
+    assert sorted(len(p) for p in clients.held.values()) == [3, 3]
+    group = h.shard.groups["g"]
+    assert isinstance(group, ConsumerGroup)
+    epoch, kept = group.group_epoch, clients.held.pop("s1")
+    assert static_join("s2") == group.members["s2"].member_epoch  # answered at once
+    assert "s1" not in group.members and group.group_epoch == epoch  # no rebalance
+    clients.classic_sync("s2")
+    assert clients.held["s2"] == kept
+    assert persisted_view(h.reloaded()) == persisted_view(h.shard)
+    stale = HeartbeatRequest("g", clients.generation["s1"], "s1", "i1")
+    assert h.run(h.shard.heartbeat(stale, clients.now)) is ErrorCode.FENCED_INSTANCE_ID

@@ -12,6 +12,9 @@ when the member must rejoin: the group epoch moved past it, it must revoke parti
 partitions it waited for were released. Partitions move revoke-first exactly as for consumer
 members, so no partition has two owners.
 
+A static member (group.instance.id) rejoining under a new member id takes its old
+incarnation's place, assignment included, without a rebalance (Kafka's replaceMember).
+
 Timers: the member's classic session timeout (SESSION_TIMER), the rebalance timeout to rejoin
 after REBALANCE_IN_PROGRESS (JOIN_TIMER) and to SyncGroup after the JoinGroup (SYNC_TIMER);
 each fences the member when it passes.
@@ -27,6 +30,7 @@ from tidelog.coordinator.consumer_group import (
     ConsumerMember,
     MemberState,
     reconcile,
+    to_topic_partitions,
 )
 from tidelog.coordinator.consumer_heartbeat import (
     _advance_epoch_and_target,
@@ -57,11 +61,14 @@ from tidelog.coordinator.messages import (
     TimerRequest,
     TopicsImage,
 )
+from tidelog.coordinator.migration import CONSUMER_TIMERS
 from tidelog.coordinator.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
 )
 from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
 
@@ -127,14 +134,11 @@ def join_group(
         if holder is not None and holder.member_id != member_id:
             if not unknown:
                 return _join_error(ErrorCode.FENCED_INSTANCE_ID, member_id)
-            # A static member back under a new id: the old incarnation is fenced.
-            fenced = fence_member(group, holder.member_id, topics, config, deadlines)
-            result.records.extend(fenced.records)
-            result.timers.extend(fenced.timers)
-            scratch_base = Scratch(group)
-            for record in fenced.records:
-                scratch_base.group.replay(record)
-            base = scratch_base.group
+            # A static member back under a new id takes its old incarnation's place and
+            # assignment (no rebalance), whichever protocol the old one used (Kafka).
+            replaced, existing = _replace_static(group, holder, member_id, deadlines, result)
+            result.records.extend(replaced.records)
+            base = replaced.group
     scratch = Scratch(base)
     current = existing or ConsumerMember(member_id)
     updated = replace(
@@ -144,7 +148,11 @@ def join_group(
         subscribed_topic_names=tuple(subscription.topics),
         subscribed_topic_regex=None,
         rebalance_timeout_ms=request.rebalance_timeout_ms,
-        instance_id=request.group_instance_id,
+        instance_id=(
+            request.group_instance_id
+            if request.group_instance_id is not None
+            else current.instance_id
+        ),
         rack_id=subscription.rack_id if subscription.rack_id is not None else current.rack_id,
         server_assignor=None,
         classic=ClassicMemberMetadata(
@@ -197,6 +205,34 @@ def join_group(
         leader="",
     )
     return result
+
+
+def _replace_static(
+    group: ConsumerGroup,
+    old: ConsumerMember,
+    member_id: str,
+    deadlines: dict[TimerKey, int],
+    result: Result[Any],
+) -> tuple[Scratch, ConsumerMember]:
+    """Kafka's replaceMember for a static member rejoining by JoinGroup: the old member's
+    records go, the new id gets its metadata, target and current assignment at epoch 0."""
+    scratch = Scratch(group)
+    group_id = group.group_id
+    target = group.target.get(old.member_id, {})
+    scratch.emit(ConsumerGroupCurrentMemberAssignmentKey(group_id, old.member_id), None)
+    scratch.emit(ConsumerGroupTargetAssignmentMemberKey(group_id, old.member_id), None)
+    scratch.emit(ConsumerGroupMemberMetadataKey(group_id, old.member_id), None)
+    for kind in CONSUMER_TIMERS:
+        _arm(deadlines, (kind, group_id, old.member_id), None, result)
+    new = replace(old, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+    scratch.emit(ConsumerGroupMemberMetadataKey(group_id, member_id), new.metadata_value())
+    scratch.emit(
+        ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+        ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)),
+    )
+    key = ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id)
+    scratch.emit(key, new.assignment_value())
+    return scratch, new
 
 
 def _member(
