@@ -239,3 +239,35 @@ def test_policy_disabled_refuses_a_consumer_member_into_a_classic_group(
     finally:
         member.leave()
     assert ledger.violations == []
+
+
+def test_a_static_classic_member_restarts_inside_a_mixed_group_without_a_rebalance(
+    broker: Any,
+) -> None:
+    """A classic member with `group.instance.id` in a consumer group closes (no LeaveGroup)
+    and comes back: it gets the same partitions, the consumer member sees no rebalance."""
+    topic, group = "mixed-static", "mixed-static-group"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(15)
+    ledger = Ledger()
+    static = {"group.id": group, **CLASSIC, "group.instance.id": "static-1"}
+    consumer = ConfluentMember("consumer", ledger, broker.bootstrap, topic,
+                               {"group.id": group, **CONSUMER})
+    consumer.start()
+    first = ConfluentMember("static-a", ledger, broker.bootstrap, topic, dict(static))
+    try:
+        wait_until(lambda: ledger.snapshot().get("consumer") == {0, 1, 2, 3}, 40, "consumer")
+        first.start()
+        wait_until(lambda: len(ledger.snapshot().get("static-a", ())) == 2, 40, "a 2/2 split")
+        kept = ledger.snapshot()["static-a"]
+        first.leave()
+        events_before = len(ledger.events)
+        again = ConfluentMember("static-b", ledger, broker.bootstrap, topic, dict(static))
+        again.start()
+        wait_until(lambda: ledger.snapshot().get("static-b") == kept, 40, "same partitions back")
+        later = ledger.events[events_before:]
+        assert not [e for e in later if e[1] == "consumer"], "the consumer member rebalanced"
+        again.leave()
+    finally:
+        consumer.leave()
+    assert ledger.violations == []
