@@ -10,6 +10,7 @@ end, every acknowledged message is processed; the group's type follows the roll.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from .members import ConfluentMember, Ledger, SteadyProducer, wait_until
 
 PARTITIONS = 6
+# Round trips classic -> consumer -> classic per strategy; more for a soak run.
+ROUNDS = int(os.environ.get("TIDELOG_MIXED_ROUNDS", "1"))
 SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "group.consumer.heartbeat.interval.ms": "500",
@@ -129,15 +132,16 @@ def test_roll_members_classic_to_consumer_and_back(broker: Any, strategy: str) -
             start(f"classic-{index}", classic)
             wait_until(balanced(), 40, f"{index + 1} classic members balanced")
         assert group_type(admin, group) == "classic"
-        roll(0, "consumer-0", CONSUMER)
-        assert group_type(admin, group) == "consumer"  # upgraded with two classic members in
-        described = admin.describe_consumer_groups([group])[group].result(10)
-        assert {m.client_id for m in described.members} == {"consumer-0", "classic-1", "classic-2"}
-        for index in (1, 2):
-            roll(index, f"consumer-{index}", CONSUMER)
-        for index in range(3):
-            roll(index, f"classic-again-{index}", classic)
-        wait_until(lambda: group_type(admin, group) == "classic", 20, "downgraded")
+        for trip in range(ROUNDS):
+            roll(0, f"consumer-{trip}-0", CONSUMER)
+            assert group_type(admin, group) == "consumer"  # upgraded, two classic members in
+            described = admin.describe_consumer_groups([group])[group].result(10)
+            assert {m.client_id for m in described.members} == {m.name for m in members}
+            for index in (1, 2):
+                roll(index, f"consumer-{trip}-{index}", CONSUMER)
+            for index in range(3):
+                roll(index, f"classic-{trip}-again-{index}", classic)
+            wait_until(lambda: group_type(admin, group) == "classic", 20, "downgraded")
         producer.stop_event.set()
         producer.join(30)
         wait_until(lambda: producer.acked <= ledger.processed, 40, "every message processed")
