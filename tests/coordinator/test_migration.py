@@ -123,6 +123,7 @@ class Clients:
             "g", member, self.epoch.get(member, 0) if epoch is None else epoch,
             new_member_id=member, rebalance_timeout_ms=30_000,
             subscribed_topic_names=("t",), owned=owned, client_id="c",
+            instance_id=self.instances.get(member),
         )
         response = self.h.run(self.h.shard.consumer_group_heartbeat(request, self.h.topics,
                                                                      self.now))
@@ -377,3 +378,30 @@ def test_a_static_classic_member_rejoining_under_a_new_id_keeps_its_partitions()
     assert persisted_view(h.reloaded()) == persisted_view(h.shard)
     stale = HeartbeatRequest("g", clients.generation["s1"], "s1", "i1")
     assert h.run(h.shard.heartbeat(stale, clients.now)) is ErrorCode.FENCED_INSTANCE_ID
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades() -> None:
+    """Kafka's downgrade on static replacement: a static consumer member leaves with epoch -2
+    and comes back as a classic member under the same instance id; the group becomes classic
+    at once (no rebalance) and the newcomer holds its predecessor's target."""
+    h = Harness(GroupConfig(initial_rebalance_delay_ms=0))
+    clients = Clients(h)
+    classic_group(h, clients)
+    clients.instances["c"] = "i9"
+    clients.consumer_beat("c")  # upgrade
+    clients.settle(["a", "b"], ["c"])
+    group = h.shard.groups["g"]
+    assert isinstance(group, ConsumerGroup)
+    kept = set(clients.held["c"])
+    assert clients.consumer_beat("c", epoch=-2) is ErrorCode.NONE  # static leave: keeps them
+    clients.held.pop("c")
+    clients.instances["c2"] = "i9"
+    clients.classic_join("c2")
+    converted = h.shard.groups["g"]
+    assert isinstance(converted, ClassicGroup) and converted.state is GroupState.STABLE
+    assert set(converted.members) == {"a", "b", "c2"}
+    assert clients.generation["c2"] == converted.generation_id
+    assert clients.held["c2"] == kept
+    for member in ("a", "b"):
+        assert clients.classic_heartbeat(member) is ErrorCode.NONE  # nobody rebalances
+    assert persisted_view(h.reloaded()) == persisted_view(h.shard)

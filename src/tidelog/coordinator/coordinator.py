@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tidelog.coordinator import (
@@ -205,9 +205,7 @@ class GroupCoordinatorShard:
                 return Result(response=error)
             if group.members:
                 # A classic member joins a consumer group (KIP-848 mixed group).
-                return classic_members.join_group(
-                    group, request, topics or {}, self.config, self.deadlines, now_ms
-                )
+                return self._join_consumer_group(group, request, topics or {}, now_ms)
             # An empty consumer group becomes a classic group (Kafka: its records go).
             prefix = consumer_heartbeat.delete_records(group)
             del self.groups[request.group_id]
@@ -228,6 +226,35 @@ class GroupCoordinatorShard:
             return result
         result.records[:0] = prefix
         return result
+
+    def _join_consumer_group(
+        self, group: ConsumerGroup, request: JoinGroupRequest, topics: TopicsImage, now_ms: int
+    ) -> Result[JoinGroupResponse]:
+        replaced = migration.replaced_last_consumer_member(group, request, self.config)
+        result = classic_members.join_group(
+            group, request, topics, self.config, self.deadlines, now_ms
+        )
+        if replaced is None or result.response is None:
+            return result
+        if result.response.error is not ErrorCode.NONE:
+            return result
+        # The last consumer-protocol member was replaced by a classic static member: the group
+        # becomes classic at once, the newcomer holding its predecessor's target (Kafka).
+        joined = ConsumerGroup(group.group_id, group.group_epoch, group.assignment_epoch,
+                               dict(group.members), dict(group.target),
+                               dict(group.subscription_metadata))
+        for record in result.records:
+            joined.replay(record)
+        converted, conversion = migration.to_classic_group(
+            group, replaced, self.config, self.deadlines, now_ms,
+            replacement=joined.members[result.response.member_id],
+        )
+        self.groups[group.group_id] = converted
+        response = replace(result.response, generation_id=converted.generation_id)
+        return Result(
+            conversion.records, response, result.completions + conversion.completions,
+            result.timers + conversion.timers,
+        )
 
     def _classic(self, group_id: str) -> ClassicGroup | None:
         group = self.groups.get(group_id)

@@ -40,6 +40,7 @@ from tidelog.coordinator.messages import (
     SESSION_TIMER,
     SYNC_TIMER,
     GroupConfig,
+    JoinGroupRequest,
     JoinGroupResponse,
     Result,
     SyncGroupResponse,
@@ -92,6 +93,27 @@ def can_downgrade(group: ConsumerGroup, leaving_member_id: str, config: GroupCon
         and config.downgrade_enabled()
         and len(others) <= config.max_group_size
     )
+
+
+def replaced_last_consumer_member(
+    group: ConsumerGroup, request: JoinGroupRequest, config: GroupConfig
+) -> str | None:
+    """Kafka's validateOnlineDowngradeWithReplacedMemberId: the member id a classic static
+    member's JoinGroup replaces if that is the last consumer-protocol member and the policy
+    allows a downgrade; else None."""
+    if request.group_instance_id is None or request.member_id:
+        return None
+    holder = next(
+        (m for m in group.members.values() if m.instance_id == request.group_instance_id), None
+    )
+    if holder is None or holder.classic is not None:
+        return None
+    others = [m for m in group.members.values() if m.member_id != holder.member_id]
+    if any(m.classic is None for m in others):
+        return None
+    if not config.downgrade_enabled() or len(group.members) > config.max_group_size:
+        return None
+    return holder.member_id
 
 
 def _member_metadata(group: ClassicGroup, member: ClassicMember) -> bytes:
@@ -189,10 +211,14 @@ def to_classic_group(
     config: GroupConfig,
     deadlines: dict[TimerKey, int],
     now_ms: int,
+    replacement: ConsumerMember | None = None,
 ) -> tuple[ClassicGroup, Result[None]]:
     """The classic group a consumer group becomes when `leaving_member_id` (its last member on
     the consumer protocol) goes, already preparing a rebalance; and the conversion's records
-    (every consumer-group record tombstoned, then the classic GroupMetadataValue) and timers."""
+    (every consumer-group record tombstoned, then the classic GroupMetadataValue) and timers.
+
+    With `replacement` (a classic static member that took the leaving one's instance id), the
+    replacement joins with the leaving member's target and nothing rebalances (Kafka)."""
     group_id = group.group_id
     result: Result[None] = Result()
     for member_id in sorted(group.members):
@@ -223,11 +249,13 @@ def to_classic_group(
         protocol_type="consumer",
         state_timestamp_ms=now_ms,
     )
-    for member in group.members.values():
+    joining = [] if replacement is None else [replacement]
+    for member in [*group.members.values(), *joining]:
         if member.member_id == leaving_member_id or member.classic is None:
             continue
         protocols = tuple((p.name, p.metadata) for p in member.classic.supported_protocols)
-        target = group.target.get(member.member_id, {})
+        taken = leaving_member_id if member is replacement else member.member_id
+        target = group.target.get(taken, {})
         assignment = {names[t]: p for t, p in target.items() if t in names}
         version = protocol_version(protocols[0][1]) if protocols else 0
         converted.members[member.member_id] = ClassicMember(
@@ -254,7 +282,8 @@ def to_classic_group(
     )
     for item in converted.members.values():
         classic.touch(converted, item, now_ms, result)
-    classic.prepare_rebalance(converted, config, now_ms, result)
+    if replacement is None:
+        classic.prepare_rebalance(converted, config, now_ms, result)
     return converted, result
 
 
