@@ -275,3 +275,38 @@ def test_a_static_classic_member_restarts_inside_a_mixed_group_without_a_rebalan
     finally:
         consumer.leave()
     assert ledger.violations == []
+
+
+def test_rolling_the_last_static_consumer_member_back_to_classic_downgrades(broker: Any) -> None:
+    """A static consumer-protocol member closes (epoch -2, keeps its partitions) and restarts
+    as a classic member with the same `group.instance.id`: the group becomes classic at once,
+    the newcomer gets the same partitions and the other (classic) member does not rebalance."""
+    topic, group = "mixed-static-down", "mixed-static-down-group"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(15)
+    ledger = Ledger()
+    classic = ConfluentMember("classic", ledger, broker.bootstrap, topic,
+                              {"group.id": group, **CLASSIC, "group.instance.id": "s-classic"})
+    rolled = {"group.id": group, "group.instance.id": "s-rolled"}
+    first = ConfluentMember("rolled-consumer", ledger, broker.bootstrap, topic,
+                            {**rolled, **CONSUMER})
+    classic.start()
+    try:
+        wait_until(lambda: ledger.snapshot().get("classic") == {0, 1, 2, 3}, 40, "classic")
+        first.start()
+        wait_until(lambda: len(ledger.snapshot().get("rolled-consumer", ())) == 2, 40, "2/2")
+        assert group_type(admin, group) == "consumer"
+        kept = ledger.snapshot()["rolled-consumer"]
+        first.leave()
+        events_before = len(ledger.events)
+        again = ConfluentMember("rolled-classic", ledger, broker.bootstrap, topic,
+                                {**rolled, **CLASSIC})
+        again.start()
+        wait_until(lambda: ledger.snapshot().get("rolled-classic") == kept, 40, "same partitions")
+        assert group_type(admin, group) == "classic"
+        later = ledger.events[events_before:]
+        assert not [e for e in later if e[1] == "classic"], "the classic member rebalanced"
+        again.leave()
+    finally:
+        classic.leave()
+    assert ledger.violations == []
