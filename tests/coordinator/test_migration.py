@@ -405,3 +405,22 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades()
     for member in ("a", "b"):
         assert clients.classic_heartbeat(member) is ErrorCode.NONE  # nobody rebalances
     assert persisted_view(h.reloaded()) == persisted_view(h.shard)
+
+
+def test_a_static_classic_member_rolled_to_the_consumer_protocol_takes_its_own_place() -> None:
+    """The first consumer-protocol member of an upgrade can be a static classic member's new
+    incarnation: it replaces the classic member at once (Kafka's replaceMember), no
+    UNRELEASED_INSTANCE_ID, and gets its partitions back."""
+    h = Harness(GroupConfig(initial_rebalance_delay_ms=0))
+    clients = Clients(h)
+    clients.instances["a"] = "ia"
+    classic_group(h, clients)
+    kept = clients.held.pop("a")
+    clients.instances["a2"] = "ia"
+    assert clients.consumer_beat("a2") is ErrorCode.NONE
+    group = h.shard.groups["g"]
+    assert isinstance(group, ConsumerGroup) and set(group.members) == {"a2", "b"}
+    assert group.members["a2"].classic is None
+    clients.settle(["b"], ["a2"])
+    assert clients.held["a2"] == kept and clients.held["b"] == {3, 4, 5}
+    assert persisted_view(h.reloaded()) == persisted_view(h.shard)

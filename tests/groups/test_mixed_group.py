@@ -277,36 +277,39 @@ def test_a_static_classic_member_restarts_inside_a_mixed_group_without_a_rebalan
     assert ledger.violations == []
 
 
-def test_rolling_the_last_static_consumer_member_back_to_classic_downgrades(broker: Any) -> None:
-    """A static consumer-protocol member closes (epoch -2, keeps its partitions) and restarts
-    as a classic member with the same `group.instance.id`: the group becomes classic at once,
-    the newcomer gets the same partitions and the other (classic) member does not rebalance."""
-    topic, group = "mixed-static-down", "mixed-static-down-group"
+def test_a_static_member_rolled_to_consumer_and_back_keeps_its_partitions(broker: Any) -> None:
+    """Static members (`group.instance.id`) rolled without LeaveGroup: a classic static member
+    restarted with `group.protocol=consumer` upgrades the group and takes its own place (same
+    partitions); restarted classic again (after leaving with epoch -2) it replaces the last
+    consumer-protocol member, so the group downgrades at once. The other (classic) member
+    never rebalances."""
+    topic, group = "mixed-static-roll", "mixed-static-roll-group"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(15)
     ledger = Ledger()
     classic = ConfluentMember("classic", ledger, broker.bootstrap, topic,
                               {"group.id": group, **CLASSIC, "group.instance.id": "s-classic"})
     rolled = {"group.id": group, "group.instance.id": "s-rolled"}
-    first = ConfluentMember("rolled-consumer", ledger, broker.bootstrap, topic,
-                            {**rolled, **CONSUMER})
+    current = ConfluentMember("rolled-0", ledger, broker.bootstrap, topic, {**rolled, **CLASSIC})
     classic.start()
     try:
         wait_until(lambda: ledger.snapshot().get("classic") == {0, 1, 2, 3}, 40, "classic")
-        first.start()
-        wait_until(lambda: len(ledger.snapshot().get("rolled-consumer", ())) == 2, 40, "2/2")
-        assert group_type(admin, group) == "consumer"
-        kept = ledger.snapshot()["rolled-consumer"]
-        first.leave()
-        events_before = len(ledger.events)
-        again = ConfluentMember("rolled-classic", ledger, broker.bootstrap, topic,
-                                {**rolled, **CLASSIC})
-        again.start()
-        wait_until(lambda: ledger.snapshot().get("rolled-classic") == kept, 40, "same partitions")
-        assert group_type(admin, group) == "classic"
-        later = ledger.events[events_before:]
-        assert not [e for e in later if e[1] == "classic"], "the classic member rebalanced"
-        again.leave()
+        current.start()
+        wait_until(lambda: len(ledger.snapshot().get("rolled-0", ())) == 2, 40, "a 2/2 split")
+        kept = ledger.snapshot()["rolled-0"]
+        for step, (settings, kind) in enumerate(((CONSUMER, "consumer"), (CLASSIC, "classic"))):
+            current.leave()
+            events_before = len(ledger.events)
+            name = f"rolled-{step + 1}"
+            current = ConfluentMember(name, ledger, broker.bootstrap, topic,
+                                      {**rolled, **settings})
+            current.start()
+            wait_until(lambda: ledger.snapshot().get(name) == kept, 40,  # noqa: B023
+                       f"{name}: same partitions")
+            assert group_type(admin, group) == kind
+            later = ledger.events[events_before:]
+            assert not [e for e in later if e[1] == "classic"], "the classic member rebalanced"
+        current.leave()
     finally:
         classic.leave()
     assert ledger.violations == []

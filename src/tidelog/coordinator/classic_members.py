@@ -30,7 +30,6 @@ from tidelog.coordinator.consumer_group import (
     ConsumerMember,
     MemberState,
     reconcile,
-    to_topic_partitions,
 )
 from tidelog.coordinator.consumer_heartbeat import (
     _advance_epoch_and_target,
@@ -42,7 +41,7 @@ from tidelog.coordinator.consumer_protocol import (
     protocol_version,
     serialize_assignment,
 )
-from tidelog.coordinator.consumer_static import Scratch
+from tidelog.coordinator.consumer_static import Scratch, replace_member
 from tidelog.coordinator.messages import (
     JOIN_TIMER,
     SESSION_TIMER,
@@ -61,14 +60,11 @@ from tidelog.coordinator.messages import (
     TimerRequest,
     TopicsImage,
 )
-from tidelog.coordinator.migration import CONSUMER_TIMERS
 from tidelog.coordinator.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
 )
 from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
 
@@ -136,8 +132,9 @@ def join_group(
                 return _join_error(ErrorCode.FENCED_INSTANCE_ID, member_id)
             # A static member back under a new id takes its old incarnation's place and
             # assignment (no rebalance), whichever protocol the old one used (Kafka).
-            replaced, existing = _replace_static(group, holder, member_id, deadlines, result)
+            replaced, existing, cancelled = replace_member(group, holder, member_id, deadlines)
             result.records.extend(replaced.records)
+            result.timers.extend(cancelled)
             base = replaced.group
     scratch = Scratch(base)
     current = existing or ConsumerMember(member_id)
@@ -205,34 +202,6 @@ def join_group(
         leader="",
     )
     return result
-
-
-def _replace_static(
-    group: ConsumerGroup,
-    old: ConsumerMember,
-    member_id: str,
-    deadlines: dict[TimerKey, int],
-    result: Result[Any],
-) -> tuple[Scratch, ConsumerMember]:
-    """Kafka's replaceMember for a static member rejoining by JoinGroup: the old member's
-    records go, the new id gets its metadata, target and current assignment at epoch 0."""
-    scratch = Scratch(group)
-    group_id = group.group_id
-    target = group.target.get(old.member_id, {})
-    scratch.emit(ConsumerGroupCurrentMemberAssignmentKey(group_id, old.member_id), None)
-    scratch.emit(ConsumerGroupTargetAssignmentMemberKey(group_id, old.member_id), None)
-    scratch.emit(ConsumerGroupMemberMetadataKey(group_id, old.member_id), None)
-    for kind in CONSUMER_TIMERS:
-        _arm(deadlines, (kind, group_id, old.member_id), None, result)
-    new = replace(old, member_id=member_id, member_epoch=0, previous_member_epoch=0)
-    scratch.emit(ConsumerGroupMemberMetadataKey(group_id, member_id), new.metadata_value())
-    scratch.emit(
-        ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-        ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)),
-    )
-    key = ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id)
-    scratch.emit(key, new.assignment_value())
-    return scratch, new
 
 
 def _member(
