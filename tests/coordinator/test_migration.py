@@ -424,3 +424,38 @@ def test_a_static_classic_member_rolled_to_the_consumer_protocol_takes_its_own_p
     clients.settle(["b"], ["a2"])
     assert clients.held["a2"] == kept and clients.held["b"] == {3, 4, 5}
     assert persisted_view(h.reloaded()) == persisted_view(h.shard)
+
+
+def test_classic_members_that_do_not_rejoin_or_sync_in_time_are_fenced() -> None:
+    """Told REBALANCE_IN_PROGRESS, a classic member must rejoin within its rebalance timeout;
+    after its JoinGroup it must SyncGroup within it; otherwise it is removed (Kafka's join and
+    sync timeouts for classic members of a consumer group)."""
+    h = Harness(GroupConfig(initial_rebalance_delay_ms=0, consumer_session_timeout_ms=60_000))
+    clients = Clients(h)
+    classic_group(h, clients)
+    clients.consumer_beat("c")  # upgrade: a and b must rejoin
+    request = HeartbeatRequest("g", clients.generation["a"], "a")
+    assert h.run(h.shard.heartbeat(request, clients.now)) is ErrorCode.REBALANCE_IN_PROGRESS
+    # b rejoins but never syncs; a never rejoins; heartbeats keep both sessions alive.
+    waiter = h.waiter()
+    join = JoinGroupRequest("g", "b", "consumer",
+                            (("cooperative-sticky", subscription({3, 4, 5})),),
+                            SESSION_MS, 30_000, waiter, new_member_id="b")
+    joined = h.run(h.shard.join_group(join, clients.now, h.topics), waiter)
+    assert joined.error is ErrorCode.NONE
+    clients.generation["b"] = joined.generation_id
+    clients.held.pop("a"), clients.held.pop("b")  # stuck clients: only membership is checked
+    for step in range(1, 8):
+        clients.now += 5_000
+        clients.consumer_beat("c")
+        for member in ("a", "b"):
+            beat = HeartbeatRequest("g", clients.generation[member], member)
+            h.run(h.shard.heartbeat(beat, clients.now))
+        h.advance(clients.now)
+        group = h.shard.groups["g"]
+        assert isinstance(group, ConsumerGroup)
+        if step == 5:  # 25 s: sessions kept alive, the 30 s rebalance timeout not reached
+            assert set(group.members) == {"a", "b", "c"}
+    group = h.shard.groups["g"]
+    assert isinstance(group, ConsumerGroup) and set(group.members) == {"c"}
+    assert persisted_view(h.reloaded()) == persisted_view(h.shard)
