@@ -459,3 +459,26 @@ def test_classic_members_that_do_not_rejoin_or_sync_in_time_are_fenced() -> None
     group = h.shard.groups["g"]
     assert isinstance(group, ConsumerGroup) and set(group.members) == {"c"}
     assert persisted_view(h.reloaded()) == persisted_view(h.shard)
+
+
+def test_an_upgrade_mid_rebalance_answers_parked_requests_rebalance_in_progress() -> None:
+    """A classic group is preparing a rebalance (b's JoinGroup parked, waiting for a) when a
+    consumer member arrives: the parked JoinGroup answers REBALANCE_IN_PROGRESS and b rejoins
+    into the consumer group."""
+    h = Harness(GroupConfig(initial_rebalance_delay_ms=0))
+    clients = Clients(h)
+    clients.classic_join("a")
+    clients.classic_sync("a", (("a", serialize_assignment(1, {"t": frozenset(range(6))})),))
+    waiter = h.waiter()
+    join = JoinGroupRequest("g", "", "consumer", (("cooperative-sticky", subscription()),),
+                            SESSION_MS, 30_000, waiter, new_member_id="b")
+    assert h.run(h.shard.join_group(join, 0, h.topics), waiter) is None  # parked
+    assert clients.consumer_beat("c") is ErrorCode.NONE
+    parked = h.completions.pop(waiter)
+    assert (parked.error, parked.member_id) == (ErrorCode.REBALANCE_IN_PROGRESS, "b")
+    group = h.shard.groups["g"]
+    assert isinstance(group, ConsumerGroup) and set(group.members) == {"a", "b", "c"}
+    clients.classic_join("b")
+    clients.settle(["a", "b"], ["c"])
+    assert sorted(len(p) for p in clients.held.values()) == [2, 2, 2]
+    assert persisted_view(h.reloaded()) == persisted_view(h.shard)
