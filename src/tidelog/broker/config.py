@@ -59,6 +59,7 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     group_consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    group_consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
     # Transactions (Kafka's names; Kafka's default of 50 partitions is kept at 1 here, as
     # for offsets.topic.num.partitions: a single node gains nothing from more).
     transaction_state_log_num_partitions: int = 1  # transaction.state.log.num.partitions
@@ -138,6 +139,16 @@ def _parse_str(name: str, value: str) -> str:
     return value.strip()
 
 
+def _parse_migration_policy(name: str, value: str) -> str:
+    """Kafka's ConsumerGroupMigrationPolicy names, case-insensitive."""
+    policy = value.strip().lower()
+    if policy not in ("bidirectional", "upgrade", "downgrade", "disabled"):
+        raise ConfigError(
+            f"{name}: expected bidirectional, upgrade, downgrade or disabled, got {value!r}"
+        )
+    return policy
+
+
 def _parse_int(name: str, value: str) -> int:
     try:
         return int(value.strip())
@@ -165,6 +176,7 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", _parse_int),
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _parse_int),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _parse_int),
+    "group.consumer.migration.policy": ("group_consumer_migration_policy", _parse_migration_policy),
     "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _parse_int),
     "max.incremental.fetch.session.cache.slots": (
         "max_incremental_fetch_session_cache_slots", _parse_int
