@@ -322,3 +322,48 @@ def test_add_partitions_never_adds_an_internal_topic(broker_factory: BrokerFacto
             for topic in mixed.results_by_topic_v3_and_below for p in topic.results_by_partition
         ) == [("__consumer_offsets", KioErrorCode.topic_authorization_failed),
               ("raw-internal", KioErrorCode.operation_not_attempted)]
+
+
+def test_idle_producer_ids_expire_from_partitions(broker_factory: BrokerFactory) -> None:
+    """producer.id.expiration.ms: an idle producer leaves the partition's producer state (and,
+    after a restart, the snapshot does not bring it back); one with an open transaction stays
+    however old it is, as Kafka's removeExpiredProducers keeps it."""
+    settings = {"producer.id.expiration.ms": "1500",
+                "producer.id.expiration.check.interval.ms": "100"}
+    broker = broker_factory(settings=settings)
+    create_topic(broker.bootstrap, "raw-expire")
+    producers = request_module(ApiKey.DESCRIBE_PRODUCERS, 0)
+
+    def active(client: RawClient) -> set[int]:
+        described = client.call(ApiKey.DESCRIBE_PRODUCERS, 0, producers.DescribeProducersRequest(
+            topics=(producers.TopicRequest(name="raw-expire", partition_indexes=(0,)),)))
+        return {p.producer_id for p in described.topics[0].partitions[0].active_producers}
+
+    with RawClient(broker.bootstrap) as client:
+        ready = init(client, "raw-open")
+        open_pid, open_epoch = ready.producer_id, ready.producer_epoch
+        assert add_partitions(client, "raw-open", open_pid, open_epoch, "raw-expire", [0]) == [
+            ("raw-expire", 0, KioErrorCode.none)]
+        assert produce_txn(client, "raw-open", "raw-expire", open_pid, open_epoch, 0,
+                           [b"open"]).error_code == KioErrorCode.none
+        idle = client.call(ApiKey.INIT_PRODUCER_ID, 4, request_module(
+            ApiKey.INIT_PRODUCER_ID, 4).InitProducerIdRequest(
+            transactional_id=None, transaction_timeout=timedelta(seconds=60),
+            producer_id=-1, producer_epoch=-1))
+        module = request_module(ApiKey.PRODUCE, 9)
+        written = client.call(ApiKey.PRODUCE, 9, module.ProduceRequest(
+            transactional_id=None, acks=-1, timeout=timedelta(seconds=5),
+            topic_data=(module.TopicProduceData(name="raw-expire", partition_data=(
+                module.PartitionProduceData(index=0, records=bytes(build_batch(
+                    [NewRecord(value=b"idem")], producer_id=idle.producer_id,
+                    producer_epoch=idle.producer_epoch, base_sequence=0))),)),),
+        ))
+        assert written.responses[0].partition_responses[0].error_code == KioErrorCode.none
+        assert active(client) == {open_pid, idle.producer_id}
+        wait_for(lambda: active(client) == {open_pid}, "the idle producer to expire")
+    broker.stop()
+    again = broker_factory(broker.data_dir, settings=settings)
+    with RawClient(again.bootstrap) as client:
+        assert active(client) == {open_pid}  # the open transaction is kept, nothing returns
+        assert end_txn(client, "raw-open", open_pid, open_epoch, True) == KioErrorCode.none
+        wait_for(lambda: active(client) == set(), "the ended transaction's producer to expire")
