@@ -59,6 +59,7 @@ class Broker:
             producer_id_expiration_check_interval_ms=(
                 config.producer_id_expiration_check_interval_ms
             ),
+            cleaner_backoff_ms=config.log_cleaner_backoff_ms,
             fsync_observer=self._observe_fsync,
             clock_s=clock.monotonic_s,
         )

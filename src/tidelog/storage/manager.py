@@ -27,7 +27,7 @@ from tidelog.storage.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from tidelog.storage.cleaner import LogCleaner
+from tidelog.storage.cleaner import DEFAULT_BACKOFF_MS, LogCleaner
 from tidelog.storage.config import LogConfig
 from tidelog.storage.durable import fsync_directory, write_durably
 from tidelog.storage.group_commit import FsyncObserver, GroupCommit
@@ -59,6 +59,7 @@ class LogManager:
         checkpoint_interval_ms: int = 60_000,
         producer_id_expiration_ms: int = 86_400_000,
         producer_id_expiration_check_interval_ms: int = 600_000,
+        cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
         fsync_observer: FsyncObserver | None = None,
         clock_s: Callable[[], float] | None = None,
     ) -> None:
@@ -77,7 +78,8 @@ class LogManager:
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         log_start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         self._logs: dict[TopicPartition, PartitionLog] = {}
-        self.cleaner = LogCleaner(data_dir)  # log compaction (storage/cleaner.py)
+        # log compaction (storage/cleaner.py)
+        self.cleaner = LogCleaner(data_dir, backoff_ms=cleaner_backoff_ms)
         for directory in sorted(data_dir.iterdir()):
             if directory.name.endswith(DELETED_SUFFIX) and directory.is_dir():
                 shutil.rmtree(directory, ignore_errors=True)
