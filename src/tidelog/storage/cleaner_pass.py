@@ -30,6 +30,7 @@ Blocking file I/O, on the thread that owns the logs (like every PartitionLog cal
 
 from __future__ import annotations
 
+import bisect
 import enum
 import os
 from dataclasses import dataclass, field
@@ -59,6 +60,9 @@ from tidelog.storage.segment import LogSegment, SegmentState
 
 if TYPE_CHECKING:
     from tidelog.storage.log import PartitionLog
+
+
+_MAX_OFFSET = 2**63 - 1
 
 
 class CleanPhase(enum.Enum):
@@ -143,6 +147,8 @@ class CleaningPass:
             current.aborted.setdefault(entry.producer_id, []).append(
                 (entry.first_offset, entry.last_offset)
             )
+        for spans in current.aborted.values():
+            spans.sort()
         while (
             current.segment_number < len(cleanable.segments)
             and current._segment_end(current.segment_number) <= current.end_offset
@@ -283,10 +289,13 @@ class CleaningPass:
     def _is_aborted(self, batch: RecordBatch) -> bool:
         if not batch.is_transactional or batch.is_control:
             return False
-        offset = batch.base_offset
-        return any(
-            first <= offset < last for first, last in self.aborted.get(batch.producer_id, ())
-        )
+        spans = self.aborted.get(batch.producer_id)
+        if not spans:
+            return False
+        # A producer's transactions do not overlap: the last one starting at or before the
+        # batch is the only candidate.
+        index = bisect.bisect_right(spans, (batch.base_offset, _MAX_OFFSET)) - 1
+        return index >= 0 and batch.base_offset < spans[index][1]
 
     def _clean(
         self, batch: RecordBatch, now_ms: int, retention_ms: int
