@@ -410,15 +410,25 @@ def _kill(cluster: Cluster, stop: threading.Event, kills: list[int], limit: int)
                 TOPIC, lambda _: True, rng.randrange(PARTITIONS))[0]
         cluster.kill(victim, signal.SIGKILL)
         kills.append(victim)
-        for partition in range(PARTITIONS):
-            cluster.wait_for_partition(
-                TOPIC, lambda view, dead=victim: view[0] != dead, partition)
+        _wait_all(cluster, (TOPIC,), lambda view, dead=victim: view[0] != dead)
         cluster.start(victim)
         # Back in every ISR before the next kill, so no acknowledged write rests on one copy.
-        for partition in range(PARTITIONS):
-            cluster.wait_for_partition(TOPIC, lambda view: len(view[2]) == 3, partition, 60)
-        for partition in range(2):
-            cluster.wait_for_partition(TXN_STATE, lambda view: len(view[2]) == 3, partition, 60)
+        _wait_all(cluster, (TOPIC, TXN_STATE), lambda view: len(view[2]) == 3)
+
+
+def _wait_all(cluster: Cluster, topics: tuple[str, ...],
+              accept: Callable[[tuple[int, list[int], list[int]]], bool]) -> None:
+    """Until one Metadata answer shows every partition of `topics` with a live leader and
+    passing `accept` (one request per poll, where wait_for_partition asks per partition)."""
+    def read() -> list[tuple[int, list[int], list[int]]]:
+        metadata = cluster.admin().list_topics(timeout=10)
+        return [
+            (p.leader, list(p.replicas), list(p.isrs))
+            for topic in topics for p in metadata.topics[topic].partitions.values()
+        ]
+
+    cluster.wait_value(read, lambda views: bool(views) and all(
+        view[0] in cluster.brokers and accept(view) for view in views), 60, f"{topics}")
 
 
 def test_kill_loop_keeps_transactions_whole(cluster: Cluster) -> None:
