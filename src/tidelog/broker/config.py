@@ -90,6 +90,11 @@ class BrokerConfig:
     min_incremental_fetch_session_eviction_ms: int = 120_000
     log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (flush.ms, cleaner)
     log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
+    # Idle producers forgotten from every partition's producer state (Kafka's names/defaults).
+    producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms
+    # producer.id.expiration.check.interval.ms
+    producer_id_expiration_check_interval_ms: int = 600_000
+    log_cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: idle cleaner's next look
     log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
     # authorizer.class.name: any non-empty value (Kafka's class names included) turns the ACL
     # authorizer on; Tidelog has one authorizer, so the class named is not loaded.
@@ -221,6 +226,11 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
         "transaction_abort_timed_out_transaction_cleanup_interval_ms", _parse_int
     ),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _parse_int),
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", _parse_int),
+    "producer.id.expiration.check.interval.ms": (
+        "producer_id_expiration_check_interval_ms", _parse_int
+    ),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _parse_int),
     "transactions.remove.expired.transaction.cleanup.interval.ms": (
         "transactions_remove_expired_transaction_cleanup_interval_ms", _parse_int
     ),
