@@ -103,7 +103,9 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             cluster_producer_id=partial(_cluster_producer_ids().allocate, replication),
         )
     table: HandlerTable = {}
-    table |= api_versions.handlers(table)  # reads the finished table per request
+    table |= api_versions.handlers(  # reads the finished table per request
+        table, api_versions.SINGLE_NODE_FEATURES if replication is None else None
+    )
     table |= metadata.handlers(metadata.MetadataDeps(config, broker.identity, topics, authorizer))
     table |= produce.handlers(
         produce.ProduceDeps(
@@ -114,6 +116,9 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             acks_all_waits_for_replicas=replication is not None,
             authorizer=authorizer,
             verify_transaction=transactions.verifier(
+                load_transactions, cluster=replication is not None
+            ),
+            add_to_transaction=transactions.adder(
                 load_transactions, cluster=replication is not None
             ),
             divert=(partial(_divert, broker) if replication is None

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -78,6 +78,11 @@ class ProduceDeps:
     # Transactional writes: may (transactional id, producer id, epoch) write this partition
     # (KIP-890 part 1)? None: no transaction coordinator, transactional produce is refused.
     verify_transaction: Callable[[str, int, int, tuple[str, int]], ErrorCode] | None = None
+    # Produce v12+ (transaction version 2, KIP-890 part 2): add the partition to the
+    # producer's transaction at the coordinator (the client sent no AddPartitionsToTxn).
+    add_to_transaction: Callable[[str, int, int, tuple[str, int]], Awaitable[ErrorCode]] | None = (
+        None
+    )
     # Delayed delivery (docs/delivery.md): splits the batches of a topic with
     # tidelog.delivery.delay.enable=true. None: such topics refuse produce.
     divert: DivertHook | None = None
@@ -252,6 +257,9 @@ async def handle_produce(
                     )
                 partition_log = deps.topics.partition_log(topic.name, partition.index)
                 log_start_offset = partition_log.log_start_offset
+                if transactional and version >= 12:
+                    await _add_implicitly(deps, request.transactional_id, batches, tp)
+                    partition_log = deps.topics.partition_log(topic.name, partition.index)
                 if partition_log.config.tidelog_delivery_delay_enable and not (
                     all(is_timer_producer(b.producer_id) for b in batches)
                     and _broker_write(deps, context)
@@ -259,7 +267,7 @@ async def handle_produce(
                     diverted = _divert(deps, partition_log, tp, batches, now_ms)
                     batches = diverted.batches
                 if transactional:
-                    _verify(deps, request.transactional_id, batches, tp)
+                    _verify(deps, request.transactional_id, batches, tp, version)
                 result: AppendResult | None = None
                 if batches:
                     batches = _recompressed(
@@ -405,24 +413,69 @@ def _wait_for_timer_log(
         durable_waits.append((diverted.timer_log, diverted.timer_end_offset, fields))
 
 
-def _verify(
+# Kafka's mapping of the coordinator's verification answers for the producer
+# (AddPartitionsToTxnManager, ReplicaManager): the retriable ones become NOT_ENOUGH_REPLICAS,
+# which every client retries without a metadata refresh.
+_RETRY_VERIFICATION = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+})
+
+
+def _for_producer(error: ErrorCode, version: int) -> ErrorCode:
+    if error is ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error is ErrorCode.TRANSACTION_ABORTABLE and version < 11:
+        return ErrorCode.INVALID_TXN_STATE  # Produce v11 added TRANSACTION_ABORTABLE
+    if error is ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+        return ErrorCode.INVALID_TXN_STATE
+    if error in _RETRY_VERIFICATION:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return error
+
+
+def _first_transactional(batches: list[RecordBatch]) -> RecordBatch | None:
+    return next((batch for batch in batches if batch.is_transactional), None)
+
+
+async def _add_implicitly(
     deps: ProduceDeps, transactional_id: str | None, batches: list[RecordBatch],
     tp: TopicPartition,
 ) -> None:
+    """Produce v12+: a partition not yet in the transaction is added at the coordinator
+    first (Kafka's addPartition verification); the synchronous check below then passes."""
+    batch = _first_transactional(batches)
+    if batch is None or deps.add_to_transaction is None or deps.verify_transaction is None:
+        return
+    assert transactional_id is not None
+    key = (tp.topic, tp.partition)
+    found = deps.verify_transaction(transactional_id, batch.producer_id, batch.producer_epoch, key)
+    if found is not ErrorCode.TRANSACTION_ABORTABLE:
+        return  # added already, or an error the check below answers
+    error = await deps.add_to_transaction(
+        transactional_id, batch.producer_id, batch.producer_epoch, key
+    )
+    if error is not ErrorCode.NONE:
+        raise KafkaError(_for_producer(error, 12), f"{tp} not added to the transaction")
+
+
+def _verify(
+    deps: ProduceDeps, transactional_id: str | None, batches: list[RecordBatch],
+    tp: TopicPartition, version: int,
+) -> None:
     """A transactional batch for a partition its transaction has not added is refused
-    (Kafka's transaction.partition.verification: INVALID_TXN_STATE), so a late write of a
-    timed-out or fenced producer cannot open a transaction that nobody will end."""
+    (Kafka's transaction.partition.verification: TRANSACTION_ABORTABLE from Produce v11,
+    INVALID_TXN_STATE before), so a late write of a timed-out or fenced producer cannot open
+    a transaction that nobody will end; an older epoch is INVALID_PRODUCER_EPOCH."""
     assert deps.verify_transaction is not None and transactional_id is not None
-    for batch in batches:
-        if batch.is_transactional:
-            error = deps.verify_transaction(
-                transactional_id, batch.producer_id, batch.producer_epoch, (tp.topic, tp.partition)
-            )
-            if error is ErrorCode.INVALID_PRODUCER_ID_MAPPING:
-                error = ErrorCode.INVALID_TXN_STATE
-            if error is not ErrorCode.NONE:
-                raise KafkaError(error, f"transactional write to {tp} not verified")
-            return
+    batch = _first_transactional(batches)
+    if batch is None:
+        return
+    error = deps.verify_transaction(
+        transactional_id, batch.producer_id, batch.producer_epoch, (tp.topic, tp.partition)
+    )
+    if error is not ErrorCode.NONE:
+        raise KafkaError(_for_producer(error, version), f"transactional write to {tp} not verified")
 
 
 def handlers(deps: ProduceDeps) -> HandlerTable:
