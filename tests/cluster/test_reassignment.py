@@ -14,7 +14,11 @@ from tidelog.cluster.zk_layout import (
     decode_reassignment,
     encode_reassignment,
 )
+from tidelog.cluster.zk_store import ZkStore
 from tidelog.types import TopicPartition
+
+from .conftest import ZkFactory
+from .helpers import controller_of, settle, start_member
 
 BASE = TopicAssignment("t", "AAAAAAAAAAAAAAAAAAAAAA", {0: (1, 2, 3), 1: (2, 3, 4)})
 
@@ -87,3 +91,51 @@ def test_topic_znode_with_moving_replicas_outside_the_list_is_refused() -> None:
                        "adding_replicas": {"0": [9]}, "removing_replicas": {}}).encode()
     with pytest.raises(ZkLayoutError):
         TopicAssignment.decode("t", data)
+
+
+def test_a_move_survives_controller_failover(zk_factory: ZkFactory) -> None:
+    """Started by one controller, completed by the next from ZooKeeper alone: the topic znode's
+    adding/removing replicas are all the state a reassignment has."""
+    members = [start_member(zk_factory(), b) for b in (1, 2, 3, 4)]
+    settle(members, lambda: sum(m.is_controller for m in members) == 1)
+    first = controller_of(members)
+    origin = first.create_topic("moving", 1, 3).partitions[0]
+    target = tuple(b for b in (1, 2, 3, 4) if b != first.broker_id)
+    observer = ZkStore(zk_factory())
+    tp = TopicPartition("moving", 0)
+
+    def assignment() -> TopicAssignment:
+        current = observer.topic_assignment("moving")
+        assert current is not None
+        return current
+
+    assert observer.request_reassignment({tp: target})
+    settle(members, lambda: assignment().target_replicas(0) == target)
+    assert assignment().adding_replicas.get(0, ()) == tuple(b for b in target if b not in origin)
+    assert observer.reassignment_request() is None  # taken by the controller
+
+    first.store.client.stop()
+    survivors = [m for m in members if m is not first]
+
+    def led_by_a_survivor() -> bool:
+        state = observer.partition_state(tp)
+        return (sum(m.is_controller for m in survivors) == 1 and state is not None
+                and state.state.leader not in (first.broker_id, -1))
+
+    settle(survivors, led_by_a_survivor)
+    assert assignment().is_reassigning(0)  # still waiting for the new replica
+    # The leader lets the new replica into the ISR (its own conditional write + notification).
+    current = observer.partition_state(tp)
+    assert current is not None
+    expanded = PartitionState(current.state.leader, current.state.leader_epoch,
+                              (*current.state.isr, *[b for b in target
+                                                     if b not in current.state.isr]),
+                              current.state.controller_epoch)
+    assert observer.leader_update_isr(tp, expanded, current.zk_version) is not None
+    settle(survivors, lambda: not assignment().is_reassigning(0))
+    assert assignment().partitions[0] == target
+    final = observer.partition_state(tp)
+    assert final is not None
+    assert final.state.leader == current.state.leader  # a target replica: it keeps leading
+    assert final.state.leader_epoch == current.state.leader_epoch + 1
+    assert set(final.state.isr) == set(target)
