@@ -97,5 +97,5 @@ def test_console_in_chromium(console_env: ConsoleEnv) -> None:
     print(result.stdout)  # the steps with their times (pytest -rP shows them)
     for name in ["00-sign-in", "01-overview", "02-topics", "03-topic-detail", "04-messages",
                  "06-groups", "07-group-reset-preview", "08-group-after-reset", "09-audit",
-                 "10-share-groups", "11-share-group-reset-preview"]:
+                 "10-share-groups", "11-share-group-reset-preview", "12-share-group-lag-chart"]:
         assert (ARTIFACTS / f"{name}.png").stat().st_size > 5000, name

@@ -155,6 +155,12 @@ try {
   await page.keyboard.press("Enter");
   await page.getByText("Start offsets reset.").waitFor();
   await page.getByTestId("share-total-lag").filter({ hasText: /^6$/ }).waitFor();
+  // The lag-over-time chart drew the samples before (2) and after (6) the reset.
+  await page.locator('[data-testid="share-lag-samples"][data-last="6"]').waitFor();
+  const samples = Number(await page.getByTestId("share-lag-samples").getAttribute("data-samples"));
+  if (samples < 2) throw new Error(`share lag chart has ${samples} samples, expected 2 or more`);
+  await page.getByRole("img", { name: /Total lag/ }).locator("canvas").waitFor();
+  await shot("12-share-group-lag-chart");
 
   step("delete the topic with typed confirmation");
   await page.goto(`${url}/#/topics/${encodeURIComponent(topic)}`);

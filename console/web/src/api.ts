@@ -257,6 +257,7 @@ export interface SharePartition {
   start_offset: number | null;
   log_end_offset: number | null;
   lag: number | null;
+  lag_source: "broker" | "log_end_minus_spso" | null;
   error: string | null;
   members: string[];
   acquired: number | null;
@@ -272,6 +273,7 @@ export interface ShareGroupDetail {
   members: ShareMember[];
   partitions: SharePartition[];
   lag: number;
+  sampled_at: number;
   warning: string | null;
 }
 

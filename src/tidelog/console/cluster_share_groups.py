@@ -13,6 +13,7 @@ API leaves it out.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -213,13 +214,21 @@ class ShareGroupCalls(ClusterClients):
         partitions = []
         for key in keys:
             start, lag, error = spso.get(key, (-1, None, None))
+            end = ends[key].end if key in ends else None
+            source = "broker" if lag is not None else None
+            if lag is None and start >= 0 and end is not None:
+                # A broker that answers no lag (-1): the records from the SPSO to the log end,
+                # an upper bound (acknowledged records inside the window still count).
+                lag, source = max(0, end - start), "log_end_minus_spso"
             partitions.append({
                 "topic": key[0], "partition": key[1],
                 "start_offset": start if start >= 0 else None,
-                "log_end_offset": ends[key].end if key in ends else None,
-                "lag": lag if start >= 0 else None, "error": error,
+                "log_end_offset": end,
+                "lag": lag if start >= 0 else None,
+                "lag_source": source if start >= 0 else None, "error": error,
                 "members": assigned.get(key, [])})
         return {"group_id": group, "state": d.group_state.upper(),
+                "sampled_at": int(time.time() * 1000),
                 "group_epoch": int(d.group_epoch), "assignment_epoch": int(d.assignment_epoch),
                 "assignor": d.assignor_name, "members": members, "partitions": partitions,
                 "lag": sum(p["lag"] or 0 for p in partitions), "warning": warning}
