@@ -90,7 +90,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
     if config.sasl_mechanism is not None:
         session_clusters = SessionClusters(
             lambda extra: Cluster(config.bootstrap, config.timeout, {**config.client, **extra}),
-            config.max_session_clients)
+            config.max_session_clients, config.sasl_mechanism)
     sessions = Sessions(config.password,
                         session_clusters.drop if session_clusters is not None else None)
     state = State(config, cluster, sessions, AuditLog(config.audit_log),

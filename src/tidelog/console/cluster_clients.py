@@ -39,7 +39,7 @@ class ClusterClients:
     """The clients and the look-ups shared by `Cluster`'s admin, message and group calls."""
 
     def __init__(self, bootstrap: str, timeout_s: float = 10.0,
-                 client_config: Mapping[str, str] | None = None) -> None:
+                 client_config: Mapping[str, Any] | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
         # Against a SASL cluster client_config carries the signed-in user's credentials

@@ -8,8 +8,11 @@
     timeout = 10.0
     [client]                     # Kafka client settings for every client the console makes
     "security.protocol" = "SASL_SSL"    # SASL_*: users sign in with their Kafka credentials
-    "sasl.mechanism" = "SCRAM-SHA-256"  # PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+    "sasl.mechanism" = "SCRAM-SHA-256"  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER
     "ssl.ca.location" = "ca.pem"
+
+With OAUTHBEARER users sign in by pasting a token (a JWT); `oauthbearer_principal_claim`
+names the claim shown as the user (the broker's `sasl.oauthbearer.sub.claim.name`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SIGN_IN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SIGN_IN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# librdkafka settings that would make it fetch or forge its own token instead of the user's.
+OWN_TOKEN_SETTINGS = ("sasl.oauthbearer.", "enable.sasl.oauthbearer.unsecure.jwt")
 
 
 class ConsoleConfigError(ValueError):
@@ -38,6 +43,7 @@ class ConsoleConfig:
     metrics_interval: float = 5.0
     client: dict[str, str] = field(default_factory=dict)
     max_session_clients: int = 32  # signed-in users whose clients stay open at once (SASL)
+    oauthbearer_principal_claim: str = "sub"  # the token claim shown as the user (OAUTHBEARER)
 
     @property
     def security_protocol(self) -> str:
@@ -75,6 +81,7 @@ def load_console_config(path: Path | None, **overrides: Any) -> ConsoleConfig:
         if config.password is not None:
             config.password = str(config.password)
         config.max_session_clients = int(config.max_session_clients)
+        config.oauthbearer_principal_claim = str(config.oauthbearer_principal_claim)
     except (TypeError, ValueError) as error:
         raise ConsoleConfigError(f"bad console setting: {error}") from None
     if config.timeout <= 0 or config.metrics_interval <= 0:
@@ -96,7 +103,11 @@ def _check_security(config: ConsoleConfig) -> None:
     if mechanism not in SIGN_IN_MECHANISMS:
         raise ConsoleConfigError(
             f"sasl.mechanism must be one of {', '.join(SIGN_IN_MECHANISMS)} (users sign in "
-            f"with a name and password), got {mechanism or 'nothing'!r}")
+            f"with a name and password, or a token), got {mechanism or 'nothing'!r}")
+    own_token = sorted(k for k in config.client if k.startswith(OWN_TOKEN_SETTINGS))
+    if own_token:
+        raise ConsoleConfigError(f"{', '.join(own_token)}: with OAUTHBEARER each user signs in "
+                                 f"with their own token; leave these out of [client]")
     given = sorted(set(config.client) & {"sasl.username", "sasl.password", "sasl.jaas.config"})
     if given:
         raise ConsoleConfigError(f"{', '.join(given)}: with SASL each user signs in with their "

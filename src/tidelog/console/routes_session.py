@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from tidelog.console.auth import SESSION_COOKIE
-from tidelog.console.cluster_sessions import verify_credentials
+from tidelog.console.cluster_sessions import token_claims, token_expiry, verify_credentials
 from tidelog.console.errors import ConsoleError
 from tidelog.console.openapi import api
 from tidelog.console.web import State, blocking, error_response, json_body, session_of, state_of
@@ -37,7 +39,7 @@ def _sasl(state: State) -> str | None:
 
 @api("POST", "/api/session",
      "Sign in: {user, password} (the Kafka credentials against a SASL cluster, else the "
-     "console's password)")
+     "console's password); {token} against an OAUTHBEARER cluster")
 async def sign_in(request: Request) -> Response:
     state = state_of(request)
     body = await json_body(request)
@@ -61,6 +63,8 @@ async def _sasl_sign_in(request: Request, state: State, body: dict[str, object],
                         mechanism: str) -> Response:
     """Check the user's Kafka credentials by a SASL handshake; the session keeps them so every
     call it makes goes to the cluster as that user."""
+    if mechanism == "OAUTHBEARER":
+        return await _token_sign_in(request, state, body)
     user, password = body.get("user"), body.get("password")
     if not isinstance(user, str) or not user or len(user) > MAX_NAME:
         return error_response(400, f"user must be your Kafka user name (1 to {MAX_NAME} "
@@ -81,6 +85,42 @@ async def _sasl_sign_in(request: Request, state: State, body: dict[str, object],
     state.sessions.drop(old.id if old else None)
     session = state.sessions.create(user, (user, password))
     state.audit.write(user, "sign-in", "console", {"mechanism": mechanism}, True)
+    return _signed_in(session.id, session.user, session.csrf)
+
+
+async def _token_sign_in(request: Request, state: State, body: dict[str, object]) -> Response:
+    """OAUTHBEARER: the user pastes a token (a JWT from their identity provider). The broker
+    verifies it in a real handshake; the console reads its claims (unverified) only to name
+    the user (`oauthbearer_principal_claim`) and to end the session when the token expires."""
+    token = body.get("token")
+    if not isinstance(token, str) or not token.strip():
+        return error_response(400, "token must be your OAuth bearer token (a JWT)")
+    token = token.strip()
+    claims = token_claims(token)
+    claim = state.config.oauthbearer_principal_claim
+    user = claims.get(claim)
+    if not isinstance(user, str) or not user or len(user) > MAX_NAME:
+        return error_response(400, f"the token has no {claim!r} claim naming its principal")
+    expires = token_expiry(token)
+    if expires <= time.time():
+        state.audit.write(user, "sign-in", "console", {"mechanism": "OAUTHBEARER"}, False,
+                          "token expired")
+        return error_response(401, f"the token expired at "
+                                   f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(expires))}"
+                                   f"; get a fresh one")
+    base = {"bootstrap.servers": state.config.bootstrap,
+            "socket.connection.setup.timeout.ms": 5000, **state.config.client}
+    try:
+        await blocking(lambda: verify_credentials(base, (user, token), "OAUTHBEARER",
+                                                  state.config.timeout))
+    except ConsoleError as error:
+        state.audit.write(user, "sign-in", "console", {"mechanism": "OAUTHBEARER"}, False,
+                          str(error))
+        raise
+    old = session_of(request)
+    state.sessions.drop(old.id if old else None)
+    session = state.sessions.create(user, (user, token), expires_at=expires)
+    state.audit.write(user, "sign-in", "console", {"mechanism": "OAUTHBEARER"}, True)
     return _signed_in(session.id, session.user, session.csrf)
 
 

@@ -1,0 +1,209 @@
+"""Signing in to the console with an OAuth bearer token (SASL OAUTHBEARER) against a real broker
+that checks JWTs against a JWKS file and has the ACL authorizer: the console talks to the
+cluster as the token's principal (librdkafka's connections and the hand-made ones), so the
+ACLs decide what each user sees; bad, expired and malformed tokens are refused in words, and a
+session ends when its token expires."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from conftest import BrokerFactory, BrokerProcess
+from tidelog.console.config import ConsoleConfig, ConsoleConfigError, load_console_config
+
+from .conftest import ConsoleProcess, start_console, wait_for
+from .test_api import error_of
+
+KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+OTHER_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+ISSUER, AUDIENCE = "https://issuer.example", "kafka"
+CLIENT = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _jwks() -> str:
+    numbers = KEY.public_key().public_numbers()
+    n = numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")
+    return json.dumps({"keys": [{"kty": "RSA", "kid": "k1", "use": "sig", "n": _b64(n),
+                                 "e": _b64(numbers.e.to_bytes(3, "big"))}]})
+
+
+def token(sub: str | None, *, lifetime_s: float = 600, key: Any = KEY) -> str:
+    """An RS256 JWT as an identity provider would issue it."""
+    claims: dict[str, Any] = {"iss": ISSUER, "aud": AUDIENCE, "iat": int(time.time()) - 5,
+                              "exp": int(time.time() + lifetime_s)}
+    if sub is not None:
+        claims["sub"] = sub
+    header = _b64(json.dumps({"alg": "RS256", "typ": "JWT", "kid": "k1"}).encode())
+    signed = f"{header}.{_b64(json.dumps(claims).encode())}"
+    signature = key.sign(signed.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signed}.{_b64(signature)}"
+
+
+def token_sign_in(url: str, jwt: str) -> httpx.Response:
+    client = httpx.Client(base_url=url, timeout=30)
+    csrf = client.get("/api/session").json()["csrf_token"]
+    response = client.post("/api/session", json={"token": jwt},
+                           headers={"X-CSRF-Token": csrf})
+    response.extensions["client"] = client  # the caller closes it
+    if response.status_code == 200:
+        client.headers["X-CSRF-Token"] = response.json()["csrf_token"]
+    return response
+
+
+def signed_in(url: str, jwt: str) -> httpx.Client:
+    response = token_sign_in(url, jwt)
+    assert response.status_code == 200, response.text
+    client: httpx.Client = response.extensions["client"]
+    return client
+
+
+@dataclass
+class OAuthEnv:
+    broker: BrokerProcess
+    console: ConsoleProcess
+    admin: httpx.Client  # the super user's token
+
+
+@pytest.fixture(scope="module")
+def oauth_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthEnv]:
+    tmp = tmp_path_factory.mktemp("console-oauth")
+    (tmp / "jwks.json").write_text(_jwks())
+    factory = BrokerFactory(tmp)
+    console: ConsoleProcess | None = None
+    try:
+        broker = factory(None, listen=None, settings={
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "OAUTHBEARER",
+            "sasl.oauthbearer.jwks.endpoint.url": f"file://{tmp / 'jwks.json'}",
+            "sasl.oauthbearer.expected.audience": AUDIENCE,
+            "sasl.oauthbearer.expected.issuer": ISSUER,
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:ops-admin",
+            "connection.failed.authentication.delay.ms": "10",
+            "group.initial.rebalance.delay.ms": "0"})
+        console = start_console(tmp, broker.bootstrap, None, password=None, client=CLIENT)
+        admin = signed_in(console.url, token("ops-admin"))
+        yield OAuthEnv(broker, console, admin)
+        admin.close()
+    finally:
+        if console is not None:
+            console.stop()
+            text = console.log_text()
+            assert "Traceback" not in text, text[-4000:]
+        bad = factory.stop_all()
+    if bad:
+        pytest.fail("broker logged a traceback:\n" + "\n".join(bad))
+
+
+def test_the_token_principal_sees_what_its_acls_allow(oauth_env: OAuthEnv) -> None:
+    env = oauth_env
+    suffix = uuid.uuid4().hex[:6]
+    open_topic, hidden_topic = f"oauth-open-{suffix}", f"oauth-hidden-{suffix}"
+    session = env.admin.get("/api/session").json()
+    assert session["user"] == "ops-admin" and session["sasl_mechanism"] == "OAUTHBEARER"
+    for name in (open_topic, hidden_topic):
+        r = env.admin.post("/api/topics", json={"name": name, "partitions": 1})
+        assert r.status_code == 201, r.text
+        r = env.admin.post(f"/api/topics/{name}/messages", json={"value": f"hello {name}"})
+        assert r.status_code == 201, r.text
+    # The hand-made connections authenticate with the token too (DescribeAcls).
+    assert env.admin.get("/api/acls").json()["enabled"] is True
+    r = env.admin.post("/api/acls/template", json={
+        "template": "consumer", "principal": "User:carol", "topic": open_topic,
+        "pattern_type": "LITERAL", "group": f"carol-{suffix}"})
+    assert r.status_code == 201, r.text
+
+    carol = signed_in(env.console.url, token("carol"))
+    try:
+        assert carol.get("/api/session").json()["user"] == "carol"
+        names = [t["name"] for t in carol.get("/api/topics").json()["topics"]]
+        assert open_topic in names and hidden_topic not in names, names
+        browsed = carol.get(f"/api/topics/{open_topic}/messages",
+                            params={"partition": 0, "start": "oldest"})
+        assert browsed.status_code == 200, browsed.text
+        assert [m["value"] for m in browsed.json()["messages"]] == [f"hello {open_topic}"]
+        assert "TOPIC_AUTHORIZATION_FAILED" in error_of(
+            carol.get(f"/api/topics/{hidden_topic}"), 403)
+        assert "not allowed to produce" in error_of(
+            carol.post(f"/api/topics/{open_topic}/messages", json={"value": "x"}), 403)
+        assert "CLUSTER_AUTHORIZATION_FAILED" in error_of(carol.get("/api/acls"), 403)
+    finally:
+        carol.close()
+    acls = env.admin.get("/api/acls", params={"principal": "User:carol"}).json()["acls"]
+    assert {a["operation"] for a in acls} >= {"READ", "DESCRIBE"}
+    audit = [json.loads(line) for line in env.console.audit_path.read_text().splitlines()]
+    assert ("carol", "sign-in", True) in [(a["user"], a["action"], a["ok"]) for a in audit]
+    assert ("carol", "produce", False) in [(a["user"], a["action"], a["ok"]) for a in audit]
+
+
+def test_bad_tokens_are_refused_in_words(oauth_env: OAuthEnv) -> None:
+    url = oauth_env.console.url
+    cases = [
+        (token("mallory", key=OTHER_KEY), 401, "wrong token"),  # the broker refuses it
+        (token("carol", lifetime_s=-120), 401, "expired"),
+        (token(None), 400, "'sub' claim"),
+        ("not-a-jwt", 400, "must be a JWT"),
+        ("a." + _b64(b"[1]") + ".c", 400, "JSON object"),
+        ("x" * 20000, 400, "at most"),
+        ("", 400, "token must be"),
+    ]
+    for jwt, status, words in cases:
+        response = token_sign_in(url, jwt)
+        response.extensions["client"].close()
+        assert response.status_code == status, (jwt[:40], response.text)
+        assert words in response.json()["error"], (jwt[:40], response.text)
+    no_csrf = httpx.Client(base_url=url, timeout=30)
+    try:
+        no_csrf.get("/api/session")
+        assert "CSRF" in error_of(no_csrf.post("/api/session", json={"token": token("carol")}),
+                                  403)
+        assert "sign in" in error_of(no_csrf.get("/api/topics"), 401)
+    finally:
+        no_csrf.close()
+    audit = [json.loads(line) for line in oauth_env.console.audit_path.read_text().splitlines()]
+    refused = [(a["user"], a["error"]) for a in audit if a["action"] == "sign-in" and not a["ok"]]
+    assert ("mallory", refused[0][1]) in refused and ("carol", "token expired") in refused
+
+
+def test_a_session_ends_with_its_token(oauth_env: OAuthEnv) -> None:
+    client = signed_in(oauth_env.console.url, token("carol", lifetime_s=3))
+    try:
+        assert client.get("/api/topics").status_code == 200
+        wait_for(lambda: client.get("/api/topics").status_code == 401, 15,
+                 "the session to end when its token expires")
+        assert client.get("/api/session").json()["signed_in"] is False
+    finally:
+        client.close()
+
+
+def test_oauthbearer_config(tmp_path: Path) -> None:
+    """OAUTHBEARER is a sign-in mechanism; settings that would make librdkafka fetch or forge
+    its own token (instead of each user's) are refused at start, in words."""
+    def load(text: str) -> ConsoleConfig:
+        path = tmp_path / "c.toml"
+        path.write_text('[client]\n"security.protocol" = "SASL_SSL"\n'
+                        '"sasl.mechanism" = "OAUTHBEARER"\n' + text)
+        return load_console_config(path)
+
+    assert load("").sasl_mechanism == "OAUTHBEARER"
+    for text in ('"sasl.oauthbearer.method" = "oidc"\n',
+                 '"sasl.oauthbearer.config" = "principal=admin"\n',
+                 '"enable.sasl.oauthbearer.unsecure.jwt" = "true"\n'):
+        with pytest.raises(ConsoleConfigError, match="signs in with their own token"):
+            load(text)
