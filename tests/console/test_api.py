@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 
 from .conftest import PASSWORD, ConsoleEnv, sign_in, wait_for
 
@@ -209,6 +209,33 @@ def test_produce_browse_decode(console_env: ConsoleEnv) -> None:
                     params={"start": "timestamp", "timestamp": str(mark)}).json()
     assert [(m["partition"], m["offset"]) for m in by_time["messages"]] == [
         (1, late["offset"])]
+
+
+def test_pages_from_a_reused_browsing_consumer(console_env: ConsoleEnv) -> None:
+    """The console keeps its browsing consumers between pages: each page still holds exactly
+    its own records, whatever the page before read (another topic, a later offset, a page cut
+    short by its limit while more was being fetched)."""
+    c = console_env.client
+    a, b = create_topic(console_env), create_topic(console_env)
+    producer = Producer({"bootstrap.servers": console_env.broker.bootstrap, "linger.ms": 5})
+    for topic in (a, b):
+        for i in range(300):
+            producer.produce(topic, f"{topic}:{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+
+    def page(topic: str, **params: Any) -> list[tuple[int, str]]:
+        r = c.get(f"/api/topics/{topic}/messages", params={"partition": 0, **params})
+        assert r.status_code == 200, r.text
+        return [(m["offset"], m["value"]) for m in r.json()["messages"]]
+
+    for topic, params, first, count in [
+            (a, {"start": "offset", "offset": 250, "limit": 10}, 250, 10),
+            (b, {"start": "oldest", "limit": 5}, 0, 5),
+            (a, {"start": "offset", "offset": 3, "limit": 20}, 3, 20),
+            (a, {"start": "newest", "limit": 7}, 293, 7),
+            (b, {"start": "offset", "offset": 100, "limit": 200}, 100, 200),
+            (a, {"start": "offset", "offset": 0, "limit": 2}, 0, 2)]:
+        assert page(topic, **params) == [(o, f"{topic}:{o}") for o in range(first, first + count)]
 
 
 def test_produce_bad_input(console_env: ConsoleEnv) -> None:
