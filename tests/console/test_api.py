@@ -194,6 +194,17 @@ def test_produce_browse_decode(console_env: ConsoleEnv) -> None:
     assert m0["key"] == "k1" and m0["headers"] == [["trace", "abc"]]
     binary = next(m for m in page["messages"] if m["value_raw"]["base64"] == "/wA=")
     assert binary["value_raw"]["text"] is None and binary["key"] is None
+    # compact=1 (the browser's pages): no key/value copies, base64 only for non-UTF-8 bytes.
+    compact = c.get(f"/api/topics/{topic}/messages",
+                    params={"start": "oldest", "compact": "1"}).json()["messages"]
+    assert [(m["partition"], m["offset"]) for m in compact] == \
+        [(m["partition"], m["offset"]) for m in page["messages"]]
+    assert all("key" not in m and "value" not in m for m in compact)
+    c0 = next(m for m in compact if m["partition"] == 0 and m["offset"] == 0)
+    assert c0["value_raw"] == {"text": '{"user": {"id": 7}}', "size": 19}
+    assert c0["key_raw"] == {"text": "k1", "size": 2}
+    assert next(m for m in compact if m["value_raw"]["text"] is None)["value_raw"] == \
+        {"text": None, "base64": "/wA=", "size": 2}
     # One partition from an offset; newest N; limit.
     p1 = c.get(f"/api/topics/{topic}/messages",
                params={"partition": "1", "start": "offset", "offset": "1"}).json()

@@ -162,6 +162,23 @@ try {
   await page.getByRole("img", { name: /Total lag/ }).locator("canvas").waitFor();
   await shot("12-share-group-lag-chart");
 
+  step("300 messages: only a window of rows in the DOM, the keyboard reaches the last");
+  await page.goto(`${url}/#/messages/${encodeURIComponent(process.env.MANY_TOPIC)}`);
+  await page.getByLabel("From").selectOption("oldest");
+  await page.getByLabel("Limit").fill("300");
+  await page.getByRole("button", { name: "Load" }).click();
+  await page.getByTestId("message-count").filter({ hasText: /^300 messages/ }).waitFor();
+  const inDom = await page.getByTestId("message-row").count();
+  if (inDom < 10 || inDom >= 100) throw new Error(`${inDom} rows in the DOM for 300 messages`);
+  await page.getByTestId("message-row").first().focus();
+  await page.keyboard.press("End");
+  await page.locator('tr[data-index="299"]:focus').waitFor();
+  await page.keyboard.press("ArrowUp");
+  await page.locator('tr[data-index="298"]:focus').waitFor();
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", { name: `${process.env.MANY_TOPIC}/0 @ 298` }).waitFor();
+  await shot("13-messages-window");
+
   step("delete the topic with typed confirmation");
   await page.goto(`${url}/#/topics/${encodeURIComponent(topic)}`);
   const del = page.getByRole("button", { name: "Delete topic" });

@@ -151,7 +151,7 @@ export interface TopicDetail {
 }
 export interface Raw {
   text: string | null;
-  base64: string;
+  base64?: string; // left out of compact pages when `text` holds the bytes
   size: number;
 }
 export interface Msg {
