@@ -241,6 +241,7 @@ def render(args: argparse.Namespace) -> dict[str, object]:
             producer.produce(topic, value.ljust(1024, b" "), key=f"k{i}".encode(), partition=0)
         if producer.flush(30):
             raise RuntimeError("produce did not finish")
+        del producer  # closed now, not after the broker stopped
         console = Console(broker.address, tmp)
         env = {**os.environ, "CONSOLE_URL": console.url, "CONSOLE_PASSWORD": PASSWORD,
                "TOPIC": topic, "LIMIT": "1000", "RUNS": str(args.runs)}
