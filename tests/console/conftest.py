@@ -21,6 +21,8 @@ from conftest import (
 )
 from tidelog.cluster.zookeeper_server import free_port
 
+from .identities import IdentityBroker, start_identity_broker
+
 PASSWORD = "tide-secret"
 CONSOLE_READY = "tidelog console on "
 
@@ -62,7 +64,7 @@ def start_broker(factory: BrokerFactory, data_dir: Path | None = None, *, port: 
 
 def start_console(tmp: Path, bootstrap: str, metrics_port: int | None,
                   password: str | None = PASSWORD, timeout_s: float = 5.0,
-                  client: dict[str, str] | None = None) -> ConsoleProcess:
+                  client: dict[str, str] | None = None, tables: str = "") -> ConsoleProcess:
     config = tmp / "console.toml"
     audit = tmp / "audit.jsonl"
     lines = [f'audit_log = "{audit}"', "metrics_interval = 1.0", f"timeout = {timeout_s}"]
@@ -73,7 +75,7 @@ def start_console(tmp: Path, bootstrap: str, metrics_port: int | None,
     if client:
         lines.append("[client]")
         lines += [f'"{k}" = "{v}"' for k, v in client.items()]
-    config.write_text("\n".join(lines) + "\n")
+    config.write_text("\n".join(lines) + "\n" + tables)  # tables: more TOML tables
     log_path = tmp / "console.log"
     with log_path.open("ab") as log_file:
         process = subprocess.Popen(
@@ -206,6 +208,22 @@ def sasl_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslEnv]:
             console.stop()
             text = console.log_text()
             assert "Traceback" not in text, text[-4000:]
+        bad = factory.stop_all()
+    if bad:
+        pytest.fail("broker logged a traceback:\n" + "\n".join(bad))
+
+
+# -- one broker for the per-user identity tests (test_oauthbearer.py, test_tls_users.py) --------
+
+@pytest.fixture(scope="package")
+def identity_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IdentityBroker]:
+    """OAUTHBEARER on a SASL_PLAINTEXT listener and mutual TLS on an SSL listener, with ACLs
+    (tests/console/identities.py)."""
+    tmp = tmp_path_factory.mktemp("console-identities")
+    factory = BrokerFactory(tmp)
+    try:
+        yield start_identity_broker(factory, tmp)
+    finally:
         bad = factory.stop_all()
     if bad:
         pytest.fail("broker logged a traceback:\n" + "\n".join(bad))

@@ -6,53 +6,23 @@ session ends when its token expires."""
 
 from __future__ import annotations
 
-import base64
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from conftest import BrokerFactory, BrokerProcess
 from tidelog.console.config import ConsoleConfig, ConsoleConfigError, load_console_config
 
+from . import identities
 from .conftest import ConsoleProcess, start_console, wait_for
+from .identities import IdentityBroker, b64, token
 from .test_api import error_of
 
-KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-OTHER_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-ISSUER, AUDIENCE = "https://issuer.example", "kafka"
 CLIENT = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _jwks() -> str:
-    numbers = KEY.public_key().public_numbers()
-    n = numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")
-    return json.dumps({"keys": [{"kty": "RSA", "kid": "k1", "use": "sig", "n": _b64(n),
-                                 "e": _b64(numbers.e.to_bytes(3, "big"))}]})
-
-
-def token(sub: str | None, *, lifetime_s: float = 600, key: Any = KEY) -> str:
-    """An RS256 JWT as an identity provider would issue it."""
-    claims: dict[str, Any] = {"iss": ISSUER, "aud": AUDIENCE, "iat": int(time.time()) - 5,
-                              "exp": int(time.time() + lifetime_s)}
-    if sub is not None:
-        claims["sub"] = sub
-    header = _b64(json.dumps({"alg": "RS256", "typ": "JWT", "kid": "k1"}).encode())
-    signed = f"{header}.{_b64(json.dumps(claims).encode())}"
-    signature = key.sign(signed.encode(), padding.PKCS1v15(), hashes.SHA256())
-    return f"{signed}.{_b64(signature)}"
 
 
 def token_sign_in(url: str, jwt: str) -> httpx.Response:
@@ -75,40 +45,24 @@ def signed_in(url: str, jwt: str) -> httpx.Client:
 
 @dataclass
 class OAuthEnv:
-    broker: BrokerProcess
     console: ConsoleProcess
     admin: httpx.Client  # the super user's token
 
 
 @pytest.fixture(scope="module")
-def oauth_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthEnv]:
+def oauth_env(identity_broker: IdentityBroker,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthEnv]:
     tmp = tmp_path_factory.mktemp("console-oauth")
-    (tmp / "jwks.json").write_text(_jwks())
-    factory = BrokerFactory(tmp)
-    console: ConsoleProcess | None = None
+    console = start_console(tmp, identity_broker.oauth_bootstrap, None, password=None,
+                            client=CLIENT)
     try:
-        broker = factory(None, listen=None, settings={
-            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-            "sasl.enabled.mechanisms": "OAUTHBEARER",
-            "sasl.oauthbearer.jwks.endpoint.url": f"file://{tmp / 'jwks.json'}",
-            "sasl.oauthbearer.expected.audience": AUDIENCE,
-            "sasl.oauthbearer.expected.issuer": ISSUER,
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "super.users": "User:ops-admin",
-            "connection.failed.authentication.delay.ms": "10",
-            "group.initial.rebalance.delay.ms": "0"})
-        console = start_console(tmp, broker.bootstrap, None, password=None, client=CLIENT)
         admin = signed_in(console.url, token("ops-admin"))
-        yield OAuthEnv(broker, console, admin)
+        yield OAuthEnv(console, admin)
         admin.close()
     finally:
-        if console is not None:
-            console.stop()
-            text = console.log_text()
-            assert "Traceback" not in text, text[-4000:]
-        bad = factory.stop_all()
-    if bad:
-        pytest.fail("broker logged a traceback:\n" + "\n".join(bad))
+        console.stop()
+        text = console.log_text()
+        assert "Traceback" not in text, text[-4000:]
 
 
 def test_the_token_principal_sees_what_its_acls_allow(oauth_env: OAuthEnv) -> None:
@@ -155,11 +109,11 @@ def test_the_token_principal_sees_what_its_acls_allow(oauth_env: OAuthEnv) -> No
 def test_bad_tokens_are_refused_in_words(oauth_env: OAuthEnv) -> None:
     url = oauth_env.console.url
     cases = [
-        (token("mallory", key=OTHER_KEY), 401, "wrong token"),  # the broker refuses it
+        (token("mallory", key=identities.OTHER_KEY), 401, "wrong token"),  # the broker refuses it
         (token("carol", lifetime_s=-120), 401, "expired"),
         (token(None), 400, "'sub' claim"),
         ("not-a-jwt", 400, "must be a JWT"),
-        ("a." + _b64(b"[1]") + ".c", 400, "JSON object"),
+        ("a." + b64(b"[1]") + ".c", 400, "JSON object"),
         ("x" * 20000, 400, "at most"),
         ("", 400, "token must be"),
     ]

@@ -53,6 +53,7 @@ export interface Session {
   csrf_token: string;
   password_required: boolean;
   sasl_mechanism?: string | null;
+  client_certificates?: boolean;
   bootstrap: string;
 }
 export interface Acl {

@@ -12,7 +12,7 @@ import { Transactions } from "./Transactions";
 import { TopicPage, Topics } from "./Topics";
 import "./styles.css";
 
-function SignIn({ sasl, onSignedIn }: { sasl: string | null; onSignedIn: (s: Session) => void }) {
+function SignIn({ sasl, certs, onSignedIn }: { sasl: string | null; certs: boolean; onSignedIn: (s: Session) => void }) {
   const [password, setPassword] = useState("");
   const [user, setUser] = useState("");
   const [error, setError] = useState<string | null>(null);
@@ -42,10 +42,11 @@ function SignIn({ sasl, onSignedIn }: { sasl: string | null; onSignedIn: (s: Ses
           </>
         )}
         {sasl && !oauth && <p className="muted">Sign in with your Kafka user ({sasl}): the cluster's ACLs decide what you see and do.</p>}
+        {certs && <p className="muted">Sign in with your console user: the console then connects with your client certificate, so the cluster's ACLs for it decide what you see and do.</p>}
         {!oauth && (<>
         <label>
-          {sasl ? "Kafka user" : "Name (for the audit log)"}{" "}
-          <input name="user" value={user} onChange={(e) => setUser(e.target.value)} autoComplete="username" required={!!sasl} />
+          {sasl ? "Kafka user" : certs ? "Console user" : "Name (for the audit log)"}{" "}
+          <input name="user" value={user} onChange={(e) => setUser(e.target.value)} autoComplete="username" required={!!sasl || certs} />
         </label>
         <label>
           Password{" "}
@@ -74,7 +75,7 @@ function App() {
   if (error) return <ErrorBox error={error} />;
   if (!session) return <p>Loading…</p>;
   if (!session.signed_in)
-    return <SignIn sasl={session.sasl_mechanism ?? null} onSignedIn={(s) => setSession({ ...session, ...s })} />;
+    return <SignIn sasl={session.sasl_mechanism ?? null} certs={!!session.client_certificates} onSignedIn={(s) => setSession({ ...session, ...s })} />;
   const [page, arg] = route;
   const nav = [
     ["", "Overview"],

@@ -23,7 +23,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from tidelog.console.cluster import Cluster
+from tidelog.console.config import TLS_USER_CERTIFICATE, ConsoleConfig
 from tidelog.console.errors import BadRequest, ClusterError, Unauthenticated, describe_error
+from tidelog.console.kafka_raw import API_VERSIONS, RawConnection, schema_module
 
 MakeCluster = Callable[[Mapping[str, Any]], Cluster]
 # librdkafka retries a refused SASL handshake for ever; these errors end the sign-in at once.
@@ -73,11 +75,25 @@ def token_expiry(token: str) -> float:
     return float(exp)
 
 
+SettingsFor = Callable[[tuple[str, str]], dict[str, Any]]
+
+
+def tls_user_settings(config: ConsoleConfig) -> SettingsFor:
+    """Mutual TLS with a certificate per console user: a session's clients present its
+    user's certificate (`tls_users`), so the broker's principal is theirs."""
+    def settings(credentials: tuple[str, str]) -> dict[str, Any]:
+        table = config.tls_users[credentials[0]]
+        return {k: v for k, v in table.items() if k in TLS_USER_CERTIFICATE}
+
+    return settings
+
+
 class SessionClusters:
-    def __init__(self, make: MakeCluster, limit: int, mechanism: str = "PLAIN") -> None:
+    def __init__(self, make: MakeCluster, limit: int,
+                 settings_for: SettingsFor = sasl_settings) -> None:
         self._make = make
         self._limit = limit
-        self._mechanism = mechanism
+        self._settings_for = settings_for
         self._open: OrderedDict[str, Cluster] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -86,7 +102,7 @@ class SessionClusters:
         with self._lock:
             cluster = self._open.get(session_id)
             if cluster is None:
-                cluster = self._make(sasl_settings(credentials, self._mechanism))
+                cluster = self._make(self._settings_for(credentials))
                 self._open[session_id] = cluster
                 while len(self._open) > self._limit:
                     evicted.append(self._open.popitem(last=False)[1])
@@ -160,3 +176,61 @@ def _words(error: KafkaError) -> str:
     text = error.str()
     text = text.split("SASL authentication error: ", 1)[-1]
     return re.sub(r" \(after \d+ms in state \w+\)$", "", text)
+
+
+def verify_certificate(settings: Mapping[str, Any], user: str, timeout_s: float) -> None:
+    """One request (DescribeCluster) over mutual TLS with the user's certificate: any answer,
+    a CLUSTER_AUTHORIZATION_FAILED included, proves the broker took the certificate."""
+    failures: list[KafkaError] = []
+
+    def on_error(error: KafkaError) -> None:
+        if error.code() in (KafkaError._SSL, KafkaError._AUTHENTICATION):
+            failures.append(error)
+
+    # librdkafka reports a refused certificate only as "all brokers down": a TLS handshake of
+    # our own names the broker's alert first (TLS 1.3 tells it on the first read).
+    first = str(settings.get("bootstrap.servers", "")).split(",")[0].strip()
+    host, _, port = first.rpartition(":")
+    try:
+        with RawConnection(host.strip("[]"), int(port), settings, timeout_s) as conn:
+            module = schema_module(API_VERSIONS, 3)
+            conn.call(API_VERSIONS, 3, module.ApiVersionsRequest(
+                client_software_name="tidelog-console", client_software_version="1"))
+    except ValueError:
+        raise ClusterError(f"bootstrap server {first!r} is not HOST:PORT", 503) from None
+    except ClusterError as error:
+        text = str(error)
+        if any(word in text.lower() for word in ("alert", "certificate")):
+            raise Unauthenticated(f"the cluster refused {user}'s client certificate "
+                                  f"({text})") from None
+        if text.endswith("closed the connection"):
+            # TLS 1.3: the client's side of the handshake ends before the broker checks the
+            # certificate; a broker refusing it just closes the connection.
+            raise Unauthenticated(f"the cluster refused {user}'s client certificate (it "
+                                  f"closed the connection after the TLS handshake)") from None
+        raise
+
+    conf: dict[str, Any] = {**settings, "error_cb": on_error,
+                            "client.id": "tidelog-console-sign-in"}
+    try:
+        admin = AdminClient(conf)
+    except KafkaException as error:  # e.g. an unreadable certificate or key file
+        raise ClusterError(f"{user}'s client certificate: {error.args[0].str()}") from None
+    future = admin.describe_cluster(request_timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while not failures and not future.done() and time.monotonic() < deadline:
+        admin.poll(0.05)
+    if failures:
+        future.cancel()
+        raise Unauthenticated(f"the cluster refused {user}'s client certificate "
+                              f"({failures[0].str()})")
+    if not future.done():
+        raise ClusterError("signing in: the cluster did not answer in time", 503)
+    try:
+        future.result(0)
+    except KafkaException as error:
+        kafka_error = error.args[0] if error.args else None
+        if isinstance(kafka_error, KafkaError) and \
+                kafka_error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            return
+        raise describe_error(error, "signing in") from None

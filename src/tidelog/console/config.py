@@ -13,6 +13,14 @@
 
 With OAUTHBEARER users sign in by pasting a token (a JWT); `oauthbearer_principal_claim`
 names the claim shown as the user (the broker's `sasl.oauthbearer.sub.claim.name`).
+
+Mutual TLS with a certificate per console user (security.protocol SSL):
+
+    [tls_users.alice]            # alice signs in with this password; the console then
+    password = "alice-console"   # connects with her certificate, so the broker's principal
+    "ssl.certificate.location" = "alice-cert.pem"   # (and its ACLs) is hers
+    "ssl.key.location" = "alice-key.pem"
+    # "ssl.key.password" = "..."
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SIGN_IN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # librdkafka settings that would make it fetch or forge its own token instead of the user's.
 OWN_TOKEN_SETTINGS = ("sasl.oauthbearer.", "enable.sasl.oauthbearer.unsecure.jwt")
+# What a [tls_users.NAME] table may hold: its console password and its client certificate.
+TLS_USER_CERTIFICATE = ("ssl.certificate.location", "ssl.key.location", "ssl.key.password")
 
 
 class ConsoleConfigError(ValueError):
@@ -44,6 +54,8 @@ class ConsoleConfig:
     client: dict[str, str] = field(default_factory=dict)
     max_session_clients: int = 32  # signed-in users whose clients stay open at once (SASL)
     oauthbearer_principal_claim: str = "sub"  # the token claim shown as the user (OAUTHBEARER)
+    # Mutual TLS, a certificate per console user: name -> {password, ssl.* of the certificate}
+    tls_users: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def security_protocol(self) -> str:
@@ -82,6 +94,8 @@ def load_console_config(path: Path | None, **overrides: Any) -> ConsoleConfig:
             config.password = str(config.password)
         config.max_session_clients = int(config.max_session_clients)
         config.oauthbearer_principal_claim = str(config.oauthbearer_principal_claim)
+        config.tls_users = {str(name): {str(k): str(v) for k, v in dict(table).items()}
+                            for name, table in dict(config.tls_users).items()}
     except (TypeError, ValueError) as error:
         raise ConsoleConfigError(f"bad console setting: {error}") from None
     if config.timeout <= 0 or config.metrics_interval <= 0:
@@ -95,6 +109,8 @@ def _check_security(config: ConsoleConfig) -> None:
     if protocol not in SECURITY_PROTOCOLS:
         raise ConsoleConfigError(f"security.protocol must be one of "
                                  f"{', '.join(SECURITY_PROTOCOLS)}, got {protocol!r}")
+    if config.tls_users:
+        _check_tls_users(config)
     if config.max_session_clients < 1:
         raise ConsoleConfigError("max_session_clients must be at least 1")
     mechanism = config.sasl_mechanism
@@ -115,3 +131,23 @@ def _check_security(config: ConsoleConfig) -> None:
     if config.password is not None:
         raise ConsoleConfigError("password is the sign-in for clusters without SASL; with "
                                  "SASL users sign in with their Kafka credentials")
+
+
+def _check_tls_users(config: ConsoleConfig) -> None:
+    if config.security_protocol != "SSL":
+        raise ConsoleConfigError("tls_users (a client certificate per console user) needs "
+                                 "security.protocol SSL (mutual TLS)")
+    if config.password is not None:
+        raise ConsoleConfigError("password and tls_users exclude each other: with tls_users "
+                                 "each user signs in with their own password")
+    shared = sorted(set(config.client) & set(TLS_USER_CERTIFICATE))
+    if shared:
+        raise ConsoleConfigError(f"{', '.join(shared)}: with tls_users each user's certificate "
+                                 f"is in their table; leave these out of [client]")
+    for name, table in config.tls_users.items():
+        unknown = sorted(set(table) - {"password", *TLS_USER_CERTIFICATE})
+        if unknown:
+            raise ConsoleConfigError(f"tls_users.{name}: unknown settings {', '.join(unknown)}")
+        if not table.get("password") or not table.get("ssl.certificate.location"):
+            raise ConsoleConfigError(f"tls_users.{name} needs a password and an "
+                                     f"ssl.certificate.location")
