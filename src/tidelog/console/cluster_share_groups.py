@@ -39,6 +39,7 @@ GROUP_KEY = 0  # FindCoordinator key_type
 MAX_LISTED = 500  # share groups described per page load
 NOT_FOUND_CODES = {int(ErrorCode.group_id_not_found)}
 SHARE_STRATEGIES = ("earliest", "latest", "timestamp", "offset")
+SHARE_FEATURE = "share.version"
 
 
 class SharesUnsupported(ConsoleError):
@@ -84,6 +85,15 @@ class ShareGroupCalls(ClusterClients):
             (SHARE_GROUP_DESCRIBE, 1, "ShareGroupDescribe v1"),
             (DESCRIBE_SHARE_OFFSETS, 1, "DescribeShareGroupOffsets v1"),
             (LIST_GROUPS, 5, "ListGroups v5")) if keys.get(key, -1) < version]
+        # Kafka keeps advertising the share APIs when share groups are off: its finalized
+        # features tell (isShareGroupsEnabled: share.version 1 or more; a feature at level 0
+        # is left out of the list; ApiVersions v3 lists only metadata.version as supported).
+        # A broker that finalizes no features at all (Tidelog) is judged by its APIs alone.
+        finalized = {f.name: int(f.max_version_level) for f in answer.finalized_features}
+        if not missing and finalized and finalized.get(SHARE_FEATURE, 0) < 1:
+            return (f"This cluster has share groups (KIP-932) switched off: its feature "
+                    f"{SHARE_FEATURE} is {finalized.get(SHARE_FEATURE, 0)} "
+                    f"(kafka-features upgrade --feature {SHARE_FEATURE}=1 turns them on).")
         if not missing:
             return None
         return (f"This cluster does not support share groups (KIP-932): its brokers do not "
