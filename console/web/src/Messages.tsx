@@ -111,14 +111,23 @@ export function Messages({ topic }: { topic: string }) {
     if (box.current) box.current.scrollTop = 0;
     setScrollTop(0);
   }, [page]);
+  // The row moved to by the keyboard is focused once it is rendered; scrolling by wheel or
+  // pointer hands the focus back to the user (no jumping back to that row).
+  const keyboardMove = useRef(false);
   useEffect(() => {
-    if (focusIndex !== null) box.current?.querySelector<HTMLElement>(`tr[data-index="${focusIndex}"]`)?.focus();
+    if (focusIndex === null || !keyboardMove.current) return;
+    const row = box.current?.querySelector<HTMLElement>(`tr[data-index="${focusIndex}"]`);
+    if (row) {
+      row.focus({ preventScroll: true });
+      keyboardMove.current = false;
+    }
   }, [focusIndex, first, last]);
   const onRowKey = (e: KeyboardEvent, i: number) => {
     if (e.key === "Enter") setSelected(rows[i]);
     const to = e.key === "ArrowDown" ? i + 1 : e.key === "ArrowUp" ? i - 1 : e.key === "Home" ? 0 : e.key === "End" ? rows.length - 1 : null;
     if (to === null || to < 0 || to >= rows.length || !box.current) return;
     e.preventDefault();
+    keyboardMove.current = true;
     const top = to * rowHeight;
     const header = box.current.querySelector("thead")?.clientHeight ?? 0;
     if (top < box.current.scrollTop) box.current.scrollTop = top;
@@ -241,7 +250,13 @@ export function Messages({ topic }: { topic: string }) {
         </p>
       )}
       <div className="split">
-        <div className="rows" ref={box} onScroll={(e) => setScrollTop(e.currentTarget.scrollTop)}>
+        <div
+          className="rows"
+          ref={box}
+          onScroll={(e) => setScrollTop(e.currentTarget.scrollTop)}
+          onWheel={() => (keyboardMove.current = false)}
+          onPointerDown={() => (keyboardMove.current = false)}
+        >
           <table className="messages" aria-rowcount={rows.length + 1}>
             <colgroup>
               <col style={{ width: "5.5rem" }} />
