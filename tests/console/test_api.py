@@ -139,9 +139,13 @@ def test_topic_create_describe_alter_delete(console_env: ConsoleEnv) -> None:
     error_of(c.post("/api/topics", json={"name": name, "partitions": 3}), 409)
     rows = {t["name"]: t for t in c.get("/api/topics").json()["topics"]}
     assert rows[name]["partitions"] == 3 and rows[name]["messages"] == 0
+    assert (rows[name]["replicas"], rows[name]["under_replicated"],
+            rows[name]["retention_ms"]) == (1, 0, 3600000), rows[name]
     detail = c.get(f"/api/topics/{name}").json()
     assert [p["partition"] for p in detail["partitions"]] == [0, 1, 2]
     assert detail["partitions"][0]["isr"] == detail["partitions"][0]["replicas"]
+    assert {(p["leader"], p["log_start_offset"], p["log_end_offset"])
+            for p in detail["partitions"]} == {(detail["partitions"][0]["replicas"][0], 0, 0)}
     configs = {e["name"]: e for e in detail["configs"]}
     assert configs["retention.ms"]["value"] == "3600000"
     r = c.patch(f"/api/topics/{name}/configs", json={"set": {"retention.ms": "7200000"}})
