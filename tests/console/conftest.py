@@ -21,7 +21,7 @@ from conftest import (
 )
 from tidelog.cluster.zookeeper_server import free_port
 
-from .identities import IdentityBroker, start_identity_broker
+from .identities import IdentityBroker, start_identity_broker, token
 
 PASSWORD = "tide-secret"
 CONSOLE_READY = "tidelog console on "
@@ -227,3 +227,76 @@ def identity_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Identi
         bad = factory.stop_all()
     if bad:
         pytest.fail("broker logged a traceback:\n" + "\n".join(bad))
+
+
+# -- consoles in front of it: users sign in with tokens, or to their client certificates -----
+
+OAUTH_CLIENT = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}
+
+
+def token_sign_in(url: str, jwt: str) -> httpx.Response:
+    client = httpx.Client(base_url=url, timeout=30)
+    csrf = client.get("/api/session").json()["csrf_token"]
+    response = client.post("/api/session", json={"token": jwt},
+                           headers={"X-CSRF-Token": csrf})
+    response.extensions["client"] = client  # the caller closes it
+    if response.status_code == 200:
+        client.headers["X-CSRF-Token"] = response.json()["csrf_token"]
+    return response
+
+
+def signed_in(url: str, jwt: str) -> httpx.Client:
+    response = token_sign_in(url, jwt)
+    assert response.status_code == 200, response.text
+    client: httpx.Client = response.extensions["client"]
+    return client
+
+
+@dataclass
+class OAuthEnv:
+    console: ConsoleProcess
+    admin: httpx.Client  # the super user's token
+
+
+@pytest.fixture(scope="package")
+def oauth_env(identity_broker: IdentityBroker,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthEnv]:
+    tmp = tmp_path_factory.mktemp("console-oauth")
+    console = start_console(tmp, identity_broker.oauth_bootstrap, None, password=None,
+                            client=OAUTH_CLIENT)
+    try:
+        admin = signed_in(console.url, token("ops-admin"))
+        yield OAuthEnv(console, admin)
+        admin.close()
+    finally:
+        console.stop()
+        text = console.log_text()
+        assert "Traceback" not in text, text[-4000:]
+
+
+TLS_PASSWORDS = {"admin": "admin-console", "carol": "carol-console", "mallory": "mallory-console"}
+
+
+@dataclass
+class TlsEnv:
+    console: ConsoleProcess
+
+
+@pytest.fixture(scope="package")
+def tls_env(identity_broker: IdentityBroker,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsEnv]:
+    tmp = tmp_path_factory.mktemp("console-mtls")
+    certs = identity_broker.certs
+    tables = "".join(
+        f'[tls_users.{cn}]\npassword = "{TLS_PASSWORDS[cn]}"\n'
+        f'"ssl.certificate.location" = "{certs / f"{cn}-cert.pem"}"\n'
+        f'"ssl.key.location" = "{certs / f"{cn}-key.pem"}"\n' for cn in TLS_PASSWORDS)
+    console = start_console(tmp, identity_broker.tls_bootstrap, None, password=None,
+                            tables=tables, client={"security.protocol": "SSL",
+                                                   "ssl.ca.location": str(certs / "ca.pem")})
+    try:
+        yield TlsEnv(console)
+    finally:
+        console.stop()
+        text = console.log_text()
+        assert "Traceback" not in text, text[-4000:]

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -18,51 +16,9 @@ import pytest
 from tidelog.console.config import ConsoleConfig, ConsoleConfigError, load_console_config
 
 from . import identities
-from .conftest import ConsoleProcess, start_console, wait_for
-from .identities import IdentityBroker, b64, token
+from .conftest import OAuthEnv, signed_in, token_sign_in, wait_for
+from .identities import b64, token
 from .test_api import error_of
-
-CLIENT = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}
-
-
-def token_sign_in(url: str, jwt: str) -> httpx.Response:
-    client = httpx.Client(base_url=url, timeout=30)
-    csrf = client.get("/api/session").json()["csrf_token"]
-    response = client.post("/api/session", json={"token": jwt},
-                           headers={"X-CSRF-Token": csrf})
-    response.extensions["client"] = client  # the caller closes it
-    if response.status_code == 200:
-        client.headers["X-CSRF-Token"] = response.json()["csrf_token"]
-    return response
-
-
-def signed_in(url: str, jwt: str) -> httpx.Client:
-    response = token_sign_in(url, jwt)
-    assert response.status_code == 200, response.text
-    client: httpx.Client = response.extensions["client"]
-    return client
-
-
-@dataclass
-class OAuthEnv:
-    console: ConsoleProcess
-    admin: httpx.Client  # the super user's token
-
-
-@pytest.fixture(scope="module")
-def oauth_env(identity_broker: IdentityBroker,
-              tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthEnv]:
-    tmp = tmp_path_factory.mktemp("console-oauth")
-    console = start_console(tmp, identity_broker.oauth_bootstrap, None, password=None,
-                            client=CLIENT)
-    try:
-        admin = signed_in(console.url, token("ops-admin"))
-        yield OAuthEnv(console, admin)
-        admin.close()
-    finally:
-        console.stop()
-        text = console.log_text()
-        assert "Traceback" not in text, text[-4000:]
 
 
 def test_the_token_principal_sees_what_its_acls_allow(oauth_env: OAuthEnv) -> None:

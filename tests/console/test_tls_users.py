@@ -7,9 +7,9 @@ does not trust are refused in words; config checks."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -17,16 +17,11 @@ import pytest
 
 from tidelog.console.config import ConsoleConfig, ConsoleConfigError, load_console_config
 
-from .conftest import ConsoleProcess, start_console
-from .identities import IdentityBroker
+from . import identities
+from .conftest import TLS_PASSWORDS, OAuthEnv, TlsEnv
+from .identities import token
 from .test_api import error_of
-
-PASSWORDS = {"admin": "admin-console", "carol": "carol-console", "mallory": "mallory-console"}
-
-
-@dataclass
-class TlsEnv:
-    console: ConsoleProcess
+from .test_e2e import ARTIFACTS, CHROMIUM, WEB
 
 
 def sign_in(url: str, user: str, password: str) -> tuple[httpx.Client, httpx.Response]:
@@ -39,29 +34,9 @@ def sign_in(url: str, user: str, password: str) -> tuple[httpx.Client, httpx.Res
     return client, response
 
 
-@pytest.fixture(scope="module")
-def tls_env(identity_broker: IdentityBroker,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsEnv]:
-    tmp = tmp_path_factory.mktemp("console-mtls")
-    certs = identity_broker.certs
-    tables = "".join(
-        f'[tls_users.{cn}]\npassword = "{PASSWORDS[cn]}"\n'
-        f'"ssl.certificate.location" = "{certs / f"{cn}-cert.pem"}"\n'
-        f'"ssl.key.location" = "{certs / f"{cn}-key.pem"}"\n' for cn in PASSWORDS)
-    console = start_console(tmp, identity_broker.tls_bootstrap, None, password=None,
-                            tables=tables, client={"security.protocol": "SSL",
-                                                   "ssl.ca.location": str(certs / "ca.pem")})
-    try:
-        yield TlsEnv(console)
-    finally:
-        console.stop()
-        text = console.log_text()
-        assert "Traceback" not in text, text[-4000:]
-
-
 def test_each_user_connects_as_their_certificate(tls_env: TlsEnv) -> None:
     url = tls_env.console.url
-    admin, r = sign_in(url, "admin", PASSWORDS["admin"])
+    admin, r = sign_in(url, "admin", TLS_PASSWORDS["admin"])
     carol: httpx.Client | None = None
     try:
         assert r.status_code == 200, r.text
@@ -74,7 +49,7 @@ def test_each_user_connects_as_their_certificate(tls_env: TlsEnv) -> None:
         # The hand-made connections present the certificate too (DescribeAcls).
         assert admin.get("/api/acls").json()["enabled"] is True
 
-        carol, r = sign_in(url, "carol", PASSWORDS["carol"])
+        carol, r = sign_in(url, "carol", TLS_PASSWORDS["carol"])
         assert r.status_code == 200, r.text
         assert topic not in [t["name"] for t in carol.get("/api/topics").json()["topics"]]
         assert "TOPIC_AUTHORIZATION_FAILED" in error_of(carol.get(f"/api/topics/{topic}"), 403)
@@ -100,7 +75,7 @@ def test_refused_sign_ins(tls_env: TlsEnv) -> None:
     for user, password, status, words in [
             ("carol", "wrong", 401, "wrong user name or password"),
             ("nobody", "x", 401, "wrong user name or password"),
-            ("mallory", PASSWORDS["mallory"], 401, "refused mallory's client certificate"),
+            ("mallory", TLS_PASSWORDS["mallory"], 401, "refused mallory's client certificate"),
             ("", "x", 400, "user and password")]:
         client, r = sign_in(url, user, password)
         client.close()
@@ -128,3 +103,19 @@ def test_tls_users_config(tmp_path: Path) -> None:
             (ssl + user + '"sasl.username" = "a"\n', "unknown settings")]:
         with pytest.raises(ConsoleConfigError, match=words):
             load(text)
+
+
+def test_identity_sign_in_pages_in_chromium(oauth_env: OAuthEnv, tls_env: TlsEnv) -> None:
+    """The sign-in page asks for a token on an OAUTHBEARER console (a token the broker refuses
+    first, told in words) and for a console user on a tls_users one, in headless Chromium."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} missing: run scripts/setup (Debian chromium)")
+    env = {**os.environ, "OAUTH_URL": oauth_env.console.url, "TLS_URL": tls_env.console.url,
+           "TOKEN": token("carol"), "BAD_TOKEN": token("carol", key=identities.OTHER_KEY),
+           "TLS_USER": "carol", "TLS_PASSWORD": TLS_PASSWORDS["carol"],
+           "ARTIFACTS": str(ARTIFACTS / "identities"), "CHROMIUM": CHROMIUM}
+    result = subprocess.run(["node", str(WEB / "e2e" / "identities.e2e.mjs")], cwd=WEB, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    for name in ("00-token-refused", "01-token-signed-in", "02-certificate-signed-in"):
+        assert (ARTIFACTS / "identities" / f"{name}.png").stat().st_size > 5000, name
