@@ -42,6 +42,7 @@ from tidelog.broker.handlers import (
     share_fetch,
     share_groups,
     share_offsets,
+    telemetry,
     transactions,
     transactions_admin,
 )
@@ -195,8 +196,21 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
                 config.data_dir, authorizer, store=broker.user_store,
                 on_change=broker.credentials.replace,
             ))
+    # Client telemetry (KIP-714) and CLIENT_METRICS config resources, in both modes.
+    telemetry_deps = telemetry.TelemetryDeps(
+        broker.telemetry, authorizer, lambda: [info.name for info in topics.all()],
+        partial(_broker_ids, broker, replication),
+    )
+    table |= telemetry.handlers(telemetry_deps)
+    telemetry.wrap_config_handlers(table, telemetry_deps)
     with_request_quota(table, broker.quotas)  # request_percentage around every handler
     return table
+
+
+def _broker_ids(broker: Broker, replication: Replication | None) -> list[int]:
+    """Live brokers (a single node: itself)."""
+    view = None if replication is None else replication.view
+    return [broker.config.node_id] if view is None else sorted(view.brokers)
 
 
 async def _init_producer_id(

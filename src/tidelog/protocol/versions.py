@@ -85,6 +85,9 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         66: (0, 1),  # ListTransactions (v2's transactional_id_pattern not served; single node)
         68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
         69: (0, 1),  # ConsumerGroupDescribe
+        71: (0, 0),  # GetTelemetrySubscriptions (KIP-714; Kafka lists it with a telemetry
+        72: (0, 0),  # PushTelemetry              receiver plugin, Tidelog's is /metrics)
+        74: (0, 1),  # ListConfigResources (v0: ListClientMetricsResources; v1: KIP-1142 types)
         76: (1, 1),  # ShareGroupHeartbeat (KIP-932; v0 was Kafka 4.0's early access)
         77: (1, 1),  # ShareGroupDescribe
         78: (1, 2),  # ShareFetch (v2: renew acknowledgements, KIP-1222)
@@ -145,6 +148,9 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         66: "ListTransactions",
         68: "ConsumerGroupHeartbeat",
         69: "ConsumerGroupDescribe",
+        71: "GetTelemetrySubscriptions",
+        72: "PushTelemetry",
+        74: "ListConfigResources",
         76: "ShareGroupHeartbeat",
         77: "ShareGroupDescribe",
         78: "ShareFetch",
