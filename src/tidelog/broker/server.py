@@ -176,7 +176,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             )
         )
     else:
-        from tidelog.broker.handlers import cluster, cluster_admin
+        from tidelog.broker.handlers import cluster, cluster_admin, cluster_view
         from tidelog.broker.handlers.cluster_common import ClusterDeps
 
         deps = ClusterDeps(
@@ -184,6 +184,18 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         )
         table |= cluster.handlers(deps)
         table |= cluster_admin.handlers(deps)
+        # DescribeCluster: every live broker and the controller; DescribeTopicPartitions:
+        # leaders and ISRs from the cluster view (both answered by any broker).
+        table[ApiKey.DESCRIBE_CLUSTER] = partial(admin.handle_describe_cluster, AdminDeps(
+            config, broker.identity, topics, authorizer,
+            live_brokers=partial(cluster_view.live_brokers, replication),
+        ))
+        table |= describe_topic_partitions.handlers(
+            describe_topic_partitions.DescribeTopicPartitionsDeps(
+                config.node_id, topics, authorizer,
+                partition_rows=partial(cluster_view.partition_row, replication),
+            )
+        )
         # InitProducerId: idempotent producers as cluster_admin answers, transactional ids
         # through the transaction coordinator.
         table[ApiKey.INIT_PRODUCER_ID] = partial(
