@@ -1,6 +1,7 @@
 """Kafka 4 admin APIs any broker of a 3-broker cluster answers: DescribeCluster v1 (every live
 broker, the ZooKeeper controller's id), DescribeTopicPartitions (KIP-966: leaders and ISRs from
-the cluster view, pages and cursors) and KIP-714 client-metrics subscriptions (stored in
+the cluster view, pages and cursors), ElectLeaders (preferred, through the controller's
+/admin/preferred_replica_election) and KIP-714 client-metrics subscriptions (stored in
 ZooKeeper's /config/client-metrics, served by every broker). confluent-kafka and kafka-python
 admin clients, one cluster for the module."""
 
@@ -13,12 +14,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicCollection
+from confluent_kafka import ElectionType, TopicCollection
+from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kazoo.client import KazooClient
 
 from broker.raw import RawClient, request_module
+from tidelog.cluster.zk_payloads import PartitionState
 from tidelog.cluster.zookeeper_server import ZooKeeperServer
 
 from .harness import Cluster
@@ -77,18 +80,29 @@ def test_describe_cluster_from_every_broker_lists_every_live_broker(
 
 def test_describe_topic_partitions_through_any_broker(three: tuple[Cluster, str]) -> None:
     cluster, _ = three
-    metadata = cluster.admin().list_topics("k4-topic", timeout=10).topics["k4-topic"].partitions
-    expected = {p: (m.leader, sorted(m.replicas), sorted(m.isrs)) for p, m in metadata.items()}
+
+    def from_metadata() -> dict[int, tuple[int, list[int], list[int]]]:
+        topic = cluster.admin().list_topics("k4-topic", timeout=10).topics["k4-topic"]
+        return {p: (m.leader, sorted(m.replicas), sorted(m.isrs))
+                for p, m in topic.partitions.items()}
+
+    expected = wait_until(
+        from_metadata, lambda got: len(got) == 5 and all(
+            leader >= 0 and len(isr) == 3 for leader, _r, isr in got.values()),
+        "every partition led with a full ISR")
     for broker in cluster.brokers.values():
         # librdkafka >= 2.5 asks DescribeTopicPartitions when the broker advertises it.
         admin = AdminClient({"bootstrap.servers": broker.address})
-        futures = admin.describe_topics(TopicCollection(["k4-topic"]), request_timeout=10)
-        description = futures["k4-topic"].result(timeout=15)
-        found = {
-            p.id: (p.leader.id, sorted(n.id for n in p.replicas), sorted(n.id for n in p.isr))
-            for p in description.partitions
-        }
-        assert found == expected, broker.address
+
+        def described(admin: AdminClient = admin) -> dict[int, Any]:
+            futures = admin.describe_topics(TopicCollection(["k4-topic"]), request_timeout=10)
+            return {
+                p.id: (p.leader.id if p.leader is not None else -1,
+                       sorted(n.id for n in p.replicas), sorted(n.id for n in p.isr))
+                for p in futures["k4-topic"].result(timeout=15).partitions
+            }
+
+        wait_until(described, lambda found: found == expected, f"{broker.address} agrees")
     # Pages: two partitions per answer, the cursor naming the next one.
     module = request_module(DESCRIBE_TOPIC_PARTITIONS, 0)
     seen: list[tuple[int, int, tuple[int, ...]]] = []
@@ -151,3 +165,56 @@ def test_client_metrics_subscriptions_live_in_zookeeper(
     finally:
         client.stop()
         client.close()
+
+
+def test_preferred_leader_election_through_a_broker_that_is_not_the_controller(
+    three: tuple[Cluster, str], zookeeper: ZooKeeperServer,
+) -> None:
+    cluster, chroot = three
+    cluster.create_topic("elect", partitions=1, replication=3)
+    def state() -> tuple[int, list[int], list[int]] | None:
+        try:
+            return cluster.partition_state("elect")
+        except KeyError:  # not in this broker's metadata yet
+            return None
+
+    leader, replicas, _isr = wait_until(state, lambda s: s is not None and len(s[2]) == 3,
+                                        "ISR of 3")
+    preferred = replicas[0]
+    assert leader == preferred
+    other = next(b for b in replicas if b != preferred)
+    # Leadership moved away (what a failover leaves behind): written as a controller would.
+    client = KazooClient(hosts=zookeeper.connect_string + chroot)
+    client.start(timeout=15)
+    try:
+        path = "/brokers/topics/elect/partitions/0/state"
+        data, stat = client.get(path)
+        current = PartitionState.decode(data)
+        moved = PartitionState(other, current.leader_epoch + 1, current.isr,
+                               current.controller_epoch)
+        client.set(path, moved.encode(), version=stat.version)
+    finally:
+        client.stop()
+        client.close()
+    wait_until(state, lambda got: got is not None and got[0] == other,
+               "the leader moved away from the preferred replica")
+    controller = cluster.admin().list_topics(timeout=10).controller_id
+    asked = next(b for n, b in cluster.brokers.items() if n != controller)
+    admin = AdminClient({"bootstrap.servers": asked.address})  # outlives its future
+    partition = ConfluentPartition("elect", 0)
+    # (confluent-kafka 2.16's elect_leaders takes no timeout keywords: a SystemError.)
+    result = admin.elect_leaders(ElectionType.PREFERRED, [partition]).result(timeout=30)
+    assert result[partition] is None  # elected
+    assert cluster.partition_state("elect")[0] == preferred
+    # Again: nothing to do.
+    again = admin.elect_leaders(ElectionType.PREFERRED, [partition]).result(timeout=30)
+    assert again[partition] is not None and "ELECTION_NOT_NEEDED" in again[partition].name()
+    kafka_admin = KafkaAdminClient(bootstrap_servers=asked.address)
+    try:
+        answer = kafka_admin.elect_leaders(0, {"elect": [0], "no-such-topic": [0]},
+                                           raise_errors=False)
+    finally:
+        kafka_admin.close()
+    codes = {r.topic: [p.error_code for p in r.partition_result]
+             for r in answer.replica_election_results}
+    assert codes == {"elect": [84], "no-such-topic": [3]}

@@ -176,7 +176,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             )
         )
     else:
-        from tidelog.broker.handlers import cluster, cluster_admin, cluster_view
+        from tidelog.broker.handlers import cluster, cluster_admin, cluster_elect, cluster_view
         from tidelog.broker.handlers.cluster_common import ClusterDeps
 
         deps = ClusterDeps(
@@ -184,6 +184,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         )
         table |= cluster.handlers(deps)
         table |= cluster_admin.handlers(deps)
+        table |= cluster_elect.handlers(deps)  # ElectLeaders through the controller
         # DescribeCluster: every live broker and the controller; DescribeTopicPartitions:
         # leaders and ISRs from the cluster view (both answered by any broker).
         table[ApiKey.DESCRIBE_CLUSTER] = partial(admin.handle_describe_cluster, AdminDeps(

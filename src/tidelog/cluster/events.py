@@ -25,6 +25,7 @@ class ControllerEvent(enum.Enum):
     PARTITION_MODIFICATION = "a topic's assignment changed (partitions added)"
     ISR_CHANGE = "a leader wrote an ISR change notification"
     TOPIC_DELETION = "a topic deletion was requested"
+    PREFERRED_REPLICA_ELECTION = "an admin asked for preferred leader elections"
 
 
 @dataclass(frozen=True, slots=True)

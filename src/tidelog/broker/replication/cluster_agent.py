@@ -453,6 +453,11 @@ class ClusterAgent:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
         store.request_topic_deletion(topic)
 
+    def request_preferred_election(self, partitions: list[TopicPartition]) -> bool:
+        """Blocking: `/admin/preferred_replica_election` for the controller; False while an
+        earlier request is pending."""
+        return self._member.store.request_preferred_election(partitions)
+
     def add_partitions(self, topic: str, count: int, validate_only: bool = False) -> None:
         """Blocking: place `count - current` new partitions over the live brokers (same
         replication factor) and write the grown assignment; the controller creates states."""
