@@ -36,6 +36,8 @@ DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
 DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 90, 91, 92
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY, LIST_CONFIG_RESOURCES = 71, 72, 74
+CLIENT_METRICS = 16
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -50,6 +52,8 @@ API_NAMES = {
     DELETE_GROUPS: "DeleteGroups", INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
     OFFSET_DELETE: "OffsetDelete", DESCRIBE_CLUSTER: "DescribeCluster",
     DESCRIBE_LOG_DIRS: "DescribeLogDirs", DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
+    GET_TELEMETRY_SUBSCRIPTIONS: "GetTelemetrySubscriptions", PUSH_TELEMETRY: "PushTelemetry",
+    LIST_CONFIG_RESOURCES: "ListConfigResources",
     ELECT_LEADERS: "ElectLeaders",
     CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
@@ -494,6 +498,7 @@ def sessions(token: str) -> list[Session]:
         _sasl_on_plaintext(t),
         _scram_users(t),
         _client_quotas(t),
+        _client_metrics(t),
     ]
 
 
@@ -617,6 +622,69 @@ def _scram_users(t: str) -> Session:
         Step("alter-delete", ALTER_USER_SCRAM_CREDENTIALS, 0, alter([(f"{u}1", 1)], [])),
     ]
     return Session("scram_users", steps)
+
+
+def _client_metrics(t: str) -> Session:
+    """KIP-714: CLIENT_METRICS config resources (IncrementalAlterConfigs, DescribeConfigs),
+    ListConfigResources, then the telemetry APIs themselves, which Kafka serves only with a
+    telemetry receiver plugin configured (the peer has none: it closes the connection)."""
+    name = f"{t}cm"
+
+    def alter(configs: list[tuple[str, int, str | None]], resource: str = name,
+              validate_only: bool = False) -> dict[str, Any]:
+        return {"resources": [{"resource_type": CLIENT_METRICS, "resource_name": resource,
+                               "configs": [{"name": n, "config_operation": op, "value": v}
+                                           for n, op, v in configs]}],
+                "validate_only": validate_only}
+
+    def describe(resource: str) -> dict[str, Any]:
+        return {"resources": [config_resource(CLIENT_METRICS, resource, None)],
+                "include_synonyms": False, "include_documentation": False}
+
+    def listed(response: Any) -> bool:
+        return any(r["resource_name"] == name for r in response.get("config_resources", []))
+
+    def only_mine(kafka: Any, tidelog: Any) -> tuple[Any, Any]:
+        def keep(response: Any) -> Any:
+            if not isinstance(response, dict):
+                return response
+            return {**response, "config_resources": [
+                r for r in response.get("config_resources", []) if r["resource_name"] == name]}
+        return keep(kafka), keep(tidelog)
+
+    steps = [
+        Step("alter-v1-set", INCREMENTAL_ALTER_CONFIGS, 1, alter([
+            ("metrics", 0, "org.apache.kafka.producer., org.apache.kafka.consumer."),
+            ("interval.ms", 0, "1000"),
+            ("match", 0, "client_software_name=librdkafka"),
+        ])),
+        Step("alter-v1-append", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("metrics", 2, "org.apache.kafka.admin.")])),
+        Step("list-v1-client-metrics", LIST_CONFIG_RESOURCES, 1,
+             {"resource_types": [CLIENT_METRICS]}, until=listed, transform=only_mine),
+        Step("list-v0", LIST_CONFIG_RESOURCES, 0, {}, until=listed, transform=only_mine),
+        Step("describe-v4", DESCRIBE_CONFIGS, 4, describe(name)),
+        Step("describe-v4-unknown", DESCRIBE_CONFIGS, 4, describe(f"{t}cm-absent")),
+        Step("describe-v4-empty-name", DESCRIBE_CONFIGS, 4, describe("")),
+        Step("alter-v1-interval-too-small", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("interval.ms", 0, "50")])),
+        Step("alter-v1-unknown-config", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("colour", 0, "blue")])),
+        Step("alter-v1-bad-match", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("match", 0, "client_colour=blue")])),
+        Step("alter-v1-append-interval", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("interval.ms", 2, "5")])),
+        Step("alter-v1-validate-only", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("metrics", 0, "*")], validate_only=True)),
+        Step("list-v1-unknown-type", LIST_CONFIG_RESOURCES, 1, {"resource_types": [7]}),
+        Step("get-subscriptions-v0", GET_TELEMETRY_SUBSCRIPTIONS, 0,
+             {"client_instance_id": None}, timeout_s=5.0),
+        Step("push-v0-unknown-instance", PUSH_TELEMETRY, 0, {
+            "client_instance_id": "6e1d6a0e-8f1a-4e0a-9c38-6d2b0c2f5d11", "subscription_id": 1,
+            "terminating": False, "compression_type": 0, "metrics": b"",
+        }, timeout_s=5.0),
+    ]
+    return Session("client_metrics", steps)
 
 
 def _client_quotas(t: str) -> Session:

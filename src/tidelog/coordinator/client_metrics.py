@@ -138,8 +138,8 @@ def parse_subscription(name: str, configs: Mapping[str, str]) -> Subscription:
 def apply_incremental(
     current: Mapping[str, str], operations: Iterable[tuple[str, int, str | None]]
 ) -> dict[str, str]:
-    """IncrementalAlterConfigs on one subscription's configs (SET, DELETE, APPEND, SUBTRACT;
-    the last two only on the LIST configs `metrics` and `match`)."""
+    """IncrementalAlterConfigs on one subscription's configs (SET, DELETE; APPEND and
+    SUBTRACT are refused as Kafka 4.3.1 refuses them)."""
     configs = dict(current)
     for name, operation, value in operations:
         if name not in CONFIG_NAMES:
@@ -153,19 +153,13 @@ def apply_incremental(
         elif operation == DELETE:
             configs.pop(name, None)
         elif operation in (APPEND, SUBTRACT):
-            if name == INTERVAL_MS:
-                verb = "append" if operation == APPEND else "subtract"
-                raise KafkaError(
-                    ErrorCode.INVALID_CONFIG,
-                    f"Config value {verb} is not allowed for config key: {name}",
-                )
-            items = parse_list(configs.get(name))
-            given = parse_list(value)
-            if operation == APPEND:
-                items += [item for item in given if item not in items]
-            else:
-                items = [item for item in items if item not in given]
-            configs[name] = ",".join(items)
+            # Kafka 4.3.1 refuses both on every client-metrics config (its controller knows
+            # no LIST type for them), though `metrics` and `match` are lists.
+            verb = "APPEND" if operation == APPEND else "SUBTRACT"
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG,
+                f"Can't {verb} to key {name} because its type is not LIST.",
+            )
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operation {operation}")
     return configs
