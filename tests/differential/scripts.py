@@ -1582,8 +1582,36 @@ def _offsets(t: str) -> Session:
         Step("offset-delete-unknown-topic", OFFSET_DELETE, 0, {"group_id": g, "topics": [
             {"name": f"{t}o-absent", "partitions": [{"partition_index": 0}]}]}),
         Step("fetch-v8-after-offset-delete", OFFSET_FETCH, 8, offset_fetch_v8(g, o, (0, 1))),
+        # v10: topics by id (the other broker's id differs: each side uses its own).
+        Step("setup-id", METADATA, 12, md(12, [o]), compare=False,
+             capture=capture_topic_id("o_id")),
+        Step("commit-v10-by-id", OFFSET_COMMIT, 10, lambda ctx: {
+            **commit_body(g, o, {0: 11, 1: 12}),
+            "topics": [{"topic_id": ctx["o_id"], "partitions": [
+                {"partition_index": p, "committed_offset": off, "committed_metadata": ""}
+                for p, off in ((0, 11), (1, 12))]}],
+        }),
+        Step("commit-v10-unknown-id", OFFSET_COMMIT, 10, {
+            **commit_body(g, o, {0: 1}),
+            "topics": [{"topic_id": _ABSENT_ID, "partitions": [
+                {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}],
+        }),
+        Step("fetch-v10-by-id", OFFSET_FETCH, 10, lambda ctx: {"groups": [{
+            "group_id": g, "member_id": None, "member_epoch": -1,
+            "topics": [{"topic_id": ctx["o_id"], "partition_indexes": [0, 1]}]}],
+            "require_stable": False}),
+        Step("fetch-v10-unknown-id", OFFSET_FETCH, 10, {"groups": [{
+            "group_id": g, "member_id": None, "member_epoch": -1,
+            "topics": [{"topic_id": _ABSENT_ID, "partition_indexes": [0]}]}],
+            "require_stable": False}),
+        Step("fetch-v10-all-topics", OFFSET_FETCH, 10, {"groups": [{
+            "group_id": g, "member_id": None, "member_epoch": -1, "topics": None}],
+            "require_stable": False}),
     ]
     return Session("offsets", steps)
+
+
+_ABSENT_ID = "0b5f2d9c-1a2b-4c3d-8e4f-5a6b7c8d9e0f"
 
 
 def _classic_group(t: str) -> Session:

@@ -3,8 +3,8 @@
 Every range is a subset of what kio 0.6.5 can both read and write (checked by the tests) and
 of what Apache Kafka 4.3.1 advertises, up to the newest version whose fields Tidelog handles,
 so clients that infer the broker's release from the table infer 4.x (kafka-python 3.x: ListOffsets
-v11 is its 4.2 marker, Produce v13 would be 4.1's). Still below Kafka 4.3.1: Produce v13 and
-OffsetCommit/OffsetFetch v10 (topic ids), EndTxn/TxnOffsetCommit v5 and AddOffsetsToTxn-style
+v11 is its 4.2 marker, Produce v13 would be 4.1's). Still below Kafka 4.3.1: Produce v13
+(topic ids), EndTxn/TxnOffsetCommit v5 and AddOffsetsToTxn-style
 transaction version 2, InitProducerId v6 (2PC), ListTransactions v2 (docs/decisions.md).
 
 ApiVersions fallback frame (``encode_unsupported_api_versions``), always the v0 layout::
@@ -42,8 +42,8 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         1: (4, 18),  # Fetch (v17-18 add only followers' tagged fields)
         2: (1, 11),  # ListOffsets (v8-11: the tiered-storage specs; v10 is kafka-python's 4.0)
         3: (0, 13),  # Metadata
-        8: (2, 9),  # OffsetCommit
-        9: (1, 9),  # OffsetFetch
+        8: (2, 10),  # OffsetCommit (v10: topic ids, UNKNOWN_TOPIC_ID)
+        9: (1, 10),  # OffsetFetch (v10: topic ids, UNKNOWN_TOPIC_ID)
         10: (0, 6),  # FindCoordinator
         11: (0, 9),  # JoinGroup (v8 adds reason, v9 skip_assignment; Kafka 3.7 serves 0-9)
         12: (0, 4),  # Heartbeat
