@@ -533,3 +533,31 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(broker: BrokerProcess) ->
         assert fetch((fetch_module.OffsetFetchRequestTopics(
             topic_id=absent, partition_indexes=(0,)),)) == [
             (absent, [(-1, ErrorCode.UNKNOWN_TOPIC_ID)])]
+
+
+def test_produce_v13_names_topics_by_id(broker: BrokerProcess) -> None:
+    """Produce v13 (KIP-516): the topic by id, answered by id; UNKNOWN_TOPIC_ID for an id no
+    topic has (the other partitions of the request are appended)."""
+    import uuid
+
+    absent = uuid.UUID("0b5f2d9c-1a2b-4c3d-8e4f-5a6b7c8d9e0f")
+    module = request_module(PRODUCE, 13)
+    with RawClient(broker.bootstrap) as client:
+        create(client, "produce-by-id")
+        metadata = request_module(METADATA, 12)
+        (topic,) = client.call(METADATA, 12, metadata.MetadataRequest(
+            topics=(metadata.MetadataRequestTopic(name="produce-by-id", topic_id=None),),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+        )).topics
+        batch = bytes(build_batch([NewRecord(b"v", b"k")], now_ms=1_700_000_000_000))
+        answer = client.call(PRODUCE, 13, module.ProduceRequest(
+            transactional_id=None, acks=1, timeout=timedelta(seconds=5),
+            topic_data=tuple(
+                module.TopicProduceData(topic_id=target, partition_data=(
+                    module.PartitionProduceData(index=0, records=batch),))
+                for target in (topic.topic_id, absent)
+            ),
+        ))
+    outcome = {t.topic_id: [(p.error_code.value, p.base_offset) for p in t.partition_responses]
+               for t in answer.responses}
+    assert outcome == {topic.topic_id: [(0, 0)], absent: [(ErrorCode.UNKNOWN_TOPIC_ID, -1)]}

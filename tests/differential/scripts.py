@@ -1607,6 +1607,12 @@ def _offsets(t: str) -> Session:
         Step("fetch-v10-all-topics", OFFSET_FETCH, 10, {"groups": [{
             "group_id": g, "member_id": None, "member_epoch": -1, "topics": None}],
             "require_stable": False}),
+        # Produce v13 names topics by id too.
+        Step("produce-v13-by-id-and-unknown-id", PRODUCE, 13, lambda ctx: {
+            "transactional_id": None, "acks": 1, "timeout": 10000, "topic_data": [
+                {"topic_id": topic_id, "partition_data": [
+                    {"index": 0, "records": batch(records(2))}]}
+                for topic_id in (ctx["o_id"], _ABSENT_ID)]}),
     ]
     return Session("offsets", steps)
 

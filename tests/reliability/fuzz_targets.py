@@ -43,7 +43,7 @@ def produce_frame(data: bytes) -> None:
 
     view = memoryview(data)
     header, position = decode_request_header(view)
-    if header.api_key == 0 and 3 <= header.api_version <= 10:
+    if header.api_key == 0 and 3 <= header.api_version <= 13:
         decode_produce_request(view, header.api_version, position)
 
 

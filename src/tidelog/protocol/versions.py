@@ -3,8 +3,8 @@
 Every range is a subset of what kio 0.6.5 can both read and write (checked by the tests) and
 of what Apache Kafka 4.3.1 advertises, up to the newest version whose fields Tidelog handles,
 so clients that infer the broker's release from the table infer 4.x (kafka-python 3.x: ListOffsets
-v11 is its 4.2 marker, Produce v13 would be 4.1's). Still below Kafka 4.3.1: Produce v13
-(topic ids), EndTxn/TxnOffsetCommit v5 and AddOffsetsToTxn-style
+v11 is its 4.2 marker, Produce v13 is 4.1's). Still below Kafka 4.3.1: EndTxn/TxnOffsetCommit v5
+and AddOffsetsToTxn-style
 transaction version 2, InitProducerId v6 (2PC), ListTransactions v2 (docs/decisions.md).
 
 ApiVersions fallback frame (``encode_unsupported_api_versions``), always the v0 layout::
@@ -38,7 +38,7 @@ from tidelog.protocol.api_keys import ApiKey
 
 SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
     {
-        0: (3, 12),  # Produce (v3 is kio's minimum; v11-12 as v10; v13 needs topic ids)
+        0: (3, 13),  # Produce (v3 is kio's minimum; v11-12 as v10; v13: topic ids)
         1: (4, 18),  # Fetch (v17-18 add only followers' tagged fields)
         2: (1, 11),  # ListOffsets (v8-11: the tiered-storage specs; v10 is kafka-python's 4.0)
         3: (0, 13),  # Metadata
