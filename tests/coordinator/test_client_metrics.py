@@ -157,3 +157,16 @@ def test_instances_are_bounded_and_expire() -> None:
     # max(60 s, 3 x interval) after the last request.
     assert subject.expire(T0 + 60_003) == ids[2:4]
     assert list(subject.instances) == ids[4:]
+
+
+def test_the_rules_do_not_depend_on_the_clock_resolution() -> None:
+    """A Get, a Push and a Push again in one millisecond: the first Push follows the Get, the
+    second is too early (Kafka's timestamp comparison would accept or refuse by chance)."""
+    subject = manager(a={"metrics": "*", "interval.ms": "1000"})
+    instance = subject.get_subscriptions(ID, attributes(), T0).instance
+    assert instance is not None
+    sid = instance.subscription_id
+    assert subject.push(ID, attributes(), sid, False, 0, 1, 10, T0)[0] == ErrorCode.NONE
+    assert subject.push(ID, attributes(), sid, False, 0, 1, 10, T0)[0] == (
+        ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    )

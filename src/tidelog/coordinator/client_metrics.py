@@ -190,6 +190,11 @@ class ClientInstance:
     terminating: bool = False
     last_error: ErrorCode = ErrorCode.NONE
 
+    # Kafka decides "a Get came after the last accepted Push" by comparing the two
+    # timestamps (lastGet > lastPush), which fails when both fall in one millisecond; a flag
+    # says the same thing whatever the clock's resolution.
+    get_since_push: bool = False
+
     def get_on_time(self, now_ms: int) -> bool:
         if now_ms - max(self.last_get_ms, self.last_push_ms) >= self.interval_ms:
             self.last_get_ms = now_ms
@@ -197,14 +202,10 @@ class ClientInstance:
         return False
 
     def push_on_time(self, now_ms: int) -> bool:
-        # Kafka compares with ">": a Get in the same millisecond as the previous Push would
-        # not count; ">=" lets it count (a Get did come in between, whatever the clock says).
-        on_time = (
-            self.last_get_ms >= self.last_push_ms
-            or now_ms - self.last_push_ms >= self.interval_ms
-        )
+        on_time = self.get_since_push or now_ms - self.last_push_ms >= self.interval_ms
         if on_time:
             self.last_push_ms = now_ms
+            self.get_since_push = False
         return on_time
 
     def expires_at_ms(self) -> int:
@@ -309,6 +310,7 @@ class ClientMetricsManager:
                 None,
             )
         instance.last_get_ms = now_ms
+        instance.get_since_push = True
         instance.last_error = ErrorCode.NONE
         return GetResult(ErrorCode.NONE, None, instance)
 
