@@ -68,6 +68,8 @@ def test_every_scripted_body_encodes_and_names_are_unique() -> None:
         "d2": "11111111-1111-1111-1111-111111111111",
         "f": "11111111-1111-1111-1111-111111111111",
         "o_id": "11111111-1111-1111-1111-111111111111",
+        "cclassic": "c-classic",
+        "cgeneration": 1,
         "share": "11111111-1111-1111-1111-111111111111",
         "pid": 1,
         "epoch": 0,

@@ -17,6 +17,7 @@ from tidelog.broker.net.inter_broker import inter_broker_listener, inter_broker_
 from tidelog.broker.replication.cluster_agent import ClusterAgent, ClusterSettings
 from tidelog.broker.replication.replica_manager import Replication
 from tidelog.broker.state import Broker
+from tidelog.broker.timers import cluster as timer_cluster
 from tidelog.broker.transactions import service as transaction_service
 from tidelog.cluster.zk_layout import BrokerEndpoint, BrokerRegistration
 
@@ -96,4 +97,5 @@ async def join_cluster(
     await asyncio.wait_for(replication.first_view.wait(), FIRST_VIEW_TIMEOUT_S)
     group_service.service(broker)  # loads the offsets partitions this broker leads
     transaction_service.service(broker)  # likewise the __transaction_state partitions
+    timer_cluster.service(broker, replication)  # and the __tidelog_timer partitions
     return ClusterLink(broker, replication, agent)
