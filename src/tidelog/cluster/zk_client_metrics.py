@@ -20,7 +20,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from tidelog.cluster.zk_admin import CONFIG_CHANGE_PREFIX
-from tidelog.cluster.zk_quotas import desanitize, sanitize
+from tidelog.cluster.zk_quotas import decode_entity_config, desanitize, sanitize
 from tidelog.coordinator.client_metrics import parse_subscription
 from tidelog.errors import KafkaError, TidelogError
 
@@ -88,10 +88,6 @@ def _decode(data: bytes, path: str) -> dict[str, str]:
     if len(data) > MAX_SUBSCRIPTION_BYTES:
         raise ZkClientMetricsError(f"{path}: larger than {MAX_SUBSCRIPTION_BYTES} bytes")
     try:
-        document = json.loads(data) if data else {"config": {}}
-        config = document["config"]
-        if not isinstance(config, dict):
-            raise TypeError("config is not an object")
-        return {str(key): str(value) for key, value in config.items()}
-    except (ValueError, KeyError, TypeError) as error:
+        return decode_entity_config(data)
+    except ValueError as error:
         raise ZkClientMetricsError(f"{path}: {error}") from None

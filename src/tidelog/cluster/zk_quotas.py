@@ -74,14 +74,23 @@ def entity_path(entity: QuotaEntity) -> str:
     return f"{_ROOTS[kind]}/{sanitize(name)}"
 
 
-def _decode(data: bytes, path: str) -> dict[str, str]:
+def decode_entity_config(data: bytes) -> dict[str, str]:
+    """The `config` map of Kafka's `/config/<entity type>/<name>` JSON
+    (`{"version":1,"config":{...}}`; an empty znode is an empty map); ValueError if malformed."""
     try:
         document = json.loads(data) if data else {"config": {}}
         config = document["config"]
         if not isinstance(config, dict):
             raise TypeError("config is not an object")
-        return {str(key): str(value) for key, value in config.items()}
-    except (ValueError, KeyError, TypeError) as error:
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"not a config document: {error}") from None
+    return {str(key): str(value) for key, value in config.items()}
+
+
+def _decode(data: bytes, path: str) -> dict[str, str]:
+    try:
+        return decode_entity_config(data)
+    except ValueError as error:
         raise ZkQuotaError(f"{path}: {error}") from None
 
 

@@ -283,18 +283,7 @@ class ZkStore(AdminZnodes):
         Returns the new version, or None if the state changed meanwhile (re-read and decide
         again). Raises ControllerMovedError if this controller is fenced.
         """
-        transaction = self.client.transaction()
-        transaction.check(layout.CONTROLLER_EPOCH_PATH, fence.epoch_zk_version)
-        transaction.set_data(layout.partition_state_path(tp), state.encode(), zk_version)
-        results = transaction.commit()
-        failure = _failed(results)
-        if failure is None:
-            new_version: int = results[1].version
-            return new_version
-        self._raise_if_fenced(results, fence)
-        if isinstance(failure, BadVersionError | NoNodeError):
-            return None
-        raise failure
+        return self._fenced_set(fence, layout.partition_state_path(tp), state.encode(), zk_version)
 
     def delete_topic(self, fence: ControllerFence, topic: str) -> bool:
         """Delete a topic's znodes (and its deletion request) in one fenced multi-op."""
@@ -395,9 +384,18 @@ class ZkStore(AdminZnodes):
     ) -> int | None:
         """Controller write of a topic's assignment (a reassignment's start or end), fenced
         and conditional on the version read; None if it changed meanwhile (CreatePartitions)."""
+        return self._fenced_set(
+            fence, layout.topic_path(assignment.topic), assignment.encode(), zk_version)
+
+    def _fenced_set(
+        self, fence: ControllerFence, path: str, data: bytes, zk_version: int
+    ) -> int | None:
+        """One multi-op: the controller epoch unchanged and `path` still at `zk_version`, then
+        set it. The new version; None if the znode changed (or went) meanwhile; raises
+        ControllerMovedError if this controller is fenced."""
         transaction = self.client.transaction()
         transaction.check(layout.CONTROLLER_EPOCH_PATH, fence.epoch_zk_version)
-        transaction.set_data(layout.topic_path(assignment.topic), assignment.encode(), zk_version)
+        transaction.set_data(path, data, zk_version)
         results = transaction.commit()
         failure = _failed(results)
         if failure is None:

@@ -37,7 +37,7 @@ from tidelog.broker import clock
 from tidelog.broker.replication.internal_topic import InternalTopicCreator, partition_count
 from tidelog.broker.timers.divert import meta_record, split_batches
 from tidelog.broker.timers.loading import load_timer_log
-from tidelog.broker.timers.metrics import TimerCollector, TopicTimers
+from tidelog.broker.timers.metrics import TimerCollector, TopicTimers, lag_quantiles
 from tidelog.broker.timers.peer_produce import PeerProducer
 from tidelog.broker.timers.service import (
     CLEANUP_INTERVAL_MS,
@@ -200,11 +200,8 @@ class ClusterTimers:
         return sorted(rows, key=lambda row: (row.topic, row.partition))
 
     def lag_quantiles(self) -> tuple[float, float] | None:
-        if not self.lag_ms:
-            return None
-        ordered = sorted(self.lag_ms)
-        last = len(ordered) - 1
-        return float(ordered[last * 50 // 100]), float(ordered[last * 99 // 100])
+        """p50 and p99 of the last LAG_SAMPLES delivery lags, in ms."""
+        return lag_quantiles(self.lag_ms)
 
     def close(self) -> None:
         for deliverer in self.partitions.values():

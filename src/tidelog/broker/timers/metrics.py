@@ -20,6 +20,15 @@ from typing import Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 
+def lag_quantiles(lags_ms: Iterable[int]) -> tuple[float, float] | None:
+    """p50 and p99 of delivery lags (ms), None without samples."""
+    ordered = sorted(lags_ms)
+    if not ordered:
+        return None
+    last = len(ordered) - 1
+    return float(ordered[last * 50 // 100]), float(ordered[last * 99 // 100])
+
+
 @dataclass(frozen=True, slots=True)
 class TopicTimers:
     """Pending delayed records of one target partition (metrics, `tidelog timers`)."""

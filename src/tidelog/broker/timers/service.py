@@ -32,7 +32,7 @@ from tidelog.broker.timers.loading import (
     load_timer_log,
     scan_start,
 )
-from tidelog.broker.timers.metrics import TimerCollector, TopicTimers
+from tidelog.broker.timers.metrics import TimerCollector, TopicTimers, lag_quantiles
 from tidelog.errors import ErrorCode, InvalidRecordError, KafkaError
 from tidelog.records.batch import RecordBatch, iter_batches
 from tidelog.records.builder import NewRecord, build_batch
@@ -422,11 +422,7 @@ class TimerService:
 
     def lag_quantiles(self) -> tuple[float, float] | None:
         """p50 and p99 of the last LAG_SAMPLES delivery lags, in ms."""
-        if not self.lag_ms:
-            return None
-        ordered = sorted(self.lag_ms)
-        last = len(ordered) - 1
-        return float(ordered[last * 50 // 100]), float(ordered[last * 99 // 100])
+        return lag_quantiles(self.lag_ms)
 
     def close(self) -> None:
         self._closed = True
