@@ -10,6 +10,7 @@ from tidelog.broker.services import Lifecycle, PartitionReplication
 from tidelog.broker.share.service import ShareService
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.security.authorizer import Authorizer
+from tidelog.types import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,3 +22,5 @@ class ShareDeps:
     shares: Callable[[], ShareService]  # started on first use
     node_id: int
     authorizer: Authorizer | None = None
+    # Cluster mode: (leader id, leader epoch) of a partition led elsewhere (-1 unknown).
+    current_leader: Callable[[TopicPartition], tuple[int, int]] | None = None

@@ -1,0 +1,196 @@
+"""Share groups on a 3-broker cluster (KIP-932): ShareFetch on each partition's leader, the
+share coordinator (leader of the key's `__share_group_state` partition) holding the state
+written through Write/ReadShareGroupState, and SIGKILLs of a partition leader and of a share
+coordinator during consumption.
+
+Real ZooKeeper, three `tidelog serve --zookeeper` processes (tests/replication/harness.py),
+confluent-kafka ShareConsumers in child processes (share_child.py). The checker counts, over
+every delivery the consumers report: acknowledged records delivered again, records never
+acknowledged (lost), and deliveries of one offset with the same delivery count (a count that
+did not increase); every count must be 0.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicCollection
+from kio.index import load_request_schema
+
+from replication import raw_requests
+from replication.harness import Cluster
+from share.helpers import Child, produce, pump_all, set_group_configs, wait_for
+from tidelog.cluster.zookeeper_server import ZooKeeperServer
+from tidelog.coordinator.share_state import coordinator_key
+
+TOPIC = "cluster-queue"
+PARTITIONS = 3
+FIND_COORDINATOR, READ_STATE_SUMMARY = 10, 87
+SETTINGS = (
+    "share.coordinator.state.topic.num.partitions=3",
+    "group.share.min.record.lock.duration.ms=1000",
+    "group.share.record.lock.duration.ms=4000",
+    "group.share.heartbeat.interval.ms=500",
+    "group.share.session.timeout.ms=6000",
+    "auto.create.topics.enable=false",
+)
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Cluster]:
+    chroot = f"/tidelog-share-{uuid.uuid4().hex[:12]}"
+    root: Path = tmp_path_factory.mktemp("share-cluster")
+    cluster = Cluster(zookeeper.connect_string + chroot, root, SETTINGS)
+    try:
+        for node_id in (1, 2, 3):
+            cluster.add(node_id)
+            cluster.start(node_id)
+        cluster.create_topic(TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
+        for partition in range(PARTITIONS):
+            cluster.wait_for_partition(TOPIC, lambda view: len(view[2]) == 3, partition)
+        yield cluster
+    finally:
+        cluster.stop_all()
+    tracebacks = [
+        f"{b.log_path.name}: {line}" for b in cluster.brokers.values() if b.log_path.exists()
+        for line in b.log_path.read_text(errors="replace").splitlines() if "Traceback" in line
+    ]
+    if tracebacks:
+        pytest.fail("a broker logged a traceback:\n" + "\n".join(tracebacks))
+
+
+def _earliest_everywhere(cluster: Cluster, group: str) -> None:
+    """Set through one broker, which sends it on to the others before it answers."""
+    set_group_configs(cluster.bootstrap(), group, share_auto_offset_reset="earliest")
+
+
+def _topic_id(cluster: Cluster) -> uuid.UUID:
+    admin = cluster.admin()
+    found = admin.describe_topics(TopicCollection([TOPIC]))[TOPIC].result(20).topic_id
+    mask = (1 << 64) - 1
+    return uuid.UUID(int=((found.get_most_significant_bits() & mask) << 64)
+                     | (found.get_least_significant_bits() & mask))
+
+
+def _share_coordinator(cluster: Cluster, key: str) -> int:
+    """FindCoordinator key_type 2 ("group:topicId:partition") asked of a live broker."""
+    schema = load_request_schema(FIND_COORDINATOR, 4)
+    module: Any = sys.modules[schema.__module__]
+    address = next(b.address for b in cluster.brokers.values() if b.alive())
+
+    def ask() -> Any:
+        answer = raw_requests.call(address, FIND_COORDINATOR, 4, schema(
+            key_type=2, coordinator_keys=(key,)))
+        return answer.coordinators[0]
+
+    found = cluster.wait_value(ask, lambda c: c.error_code == 0, what=f"coordinator of {key}")
+    del module
+    return int(found.node_id)
+
+
+def _start_offset(cluster: Cluster, group: str, topic_id: uuid.UUID, partition: int) -> int:
+    """The SPSO the share coordinator holds (ReadShareGroupStateSummary to it)."""
+    node = _share_coordinator(cluster, coordinator_key(group, topic_id, partition))
+    schema = load_request_schema(READ_STATE_SUMMARY, 1)
+    module: Any = sys.modules[schema.__module__]
+    body = schema(group_id=group, topics=(module.ReadStateSummaryData(
+        topic_id=topic_id, partitions=(module.PartitionData(partition=partition,
+                                                            leader_epoch=-1),)),))
+    answer = raw_requests.call(cluster.brokers[node].address, READ_STATE_SUMMARY, 1, body)
+    item = answer.results[0].partitions[0]
+    assert item.error_code == 0, item
+    return int(item.start_offset)
+
+
+def _check(children: list[Child], values: list[str]) -> dict[str, int]:
+    """The checker: every count must be 0."""
+    deliveries: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for child in children:
+        for record in child.records:
+            deliveries.setdefault((record["p"], record["o"]), []).append(record)
+    acknowledged_again = lost = count_not_increased = 0
+    accepted_values = set()
+    for items in deliveries.values():
+        counts = [r["d"] for r in items]
+        count_not_increased += len(counts) - len(set(counts))
+        acked = [r["d"] for r in items if r["a"]]
+        if acked:
+            accepted_values.add(items[0]["v"])
+            acknowledged_again += sum(1 for r in items if r["d"] > min(acked))
+            acknowledged_again += len(acked) - 1
+    lost = len(set(values) - accepted_values)
+    return {"acknowledged_delivered_again": acknowledged_again, "lost": lost,
+            "delivery_count_not_increased": count_not_increased}
+
+
+def _accepted(children: list[Child]) -> set[str]:
+    return {r["v"] for c in children for r in c.records if r["a"]}
+
+
+def test_share_consumers_across_leaders(cluster: Cluster) -> None:
+    """Two share consumers read a topic whose partitions are led by different brokers; every
+    record is accepted once, and the share coordinators hold the moved start offsets."""
+    leaders = {cluster.partition_state(TOPIC, p)[0] for p in range(PARTITIONS)}
+    assert len(leaders) >= 2, leaders
+    group = "g-across"
+    _earliest_everywhere(cluster, group)
+    values = produce(cluster.bootstrap(), TOPIC, 150, PARTITIONS)
+    children = [Child(cluster.bootstrap(), group, TOPIC, "accept") for _ in range(2)]
+    try:
+        wait_for(lambda: (pump_all(children), _accepted(children) >= set(values))[1],
+                 "every record accepted", 60)
+    finally:
+        for child in children:
+            child.stop()
+    assert _check(children, values) == {"acknowledged_delivered_again": 0, "lost": 0,
+                                        "delivery_count_not_increased": 0}
+    topic_id = _topic_id(cluster)
+    ends = {p: sum(1 for i in range(len(values)) if i % PARTITIONS == p)
+            for p in range(PARTITIONS)}
+    for partition in range(PARTITIONS):
+        cluster.wait_for(lambda p=partition: _start_offset(cluster, group, topic_id, p)
+                         >= ends[p], 20, f"SPSO of partition {partition} at its end")
+
+
+def test_leader_and_share_coordinator_kills(cluster: Cluster) -> None:
+    """SIGKILL the leader of a partition, then the share coordinator of another partition's
+    state, while two consumers accept: nothing acknowledged comes back, nothing is lost,
+    delivery counts only grow."""
+    group = "g-kills"
+    _earliest_everywhere(cluster, group)
+    values = produce(cluster.bootstrap(), TOPIC, 600, PARTITIONS)
+    values = [v for v in values]
+    topic_id = _topic_id(cluster)
+    children = [Child(cluster.bootstrap(), group, TOPIC, "accept", max_poll=20, delay_ms=20)
+                for _ in range(2)]
+    mine = set(values)
+    try:
+        def progress(fraction: float) -> None:
+            wait_for(lambda: (pump_all(children),
+                              len(_accepted(children) & mine) >= fraction * len(mine))[1],
+                     f"{fraction:.0%} accepted", 60)
+
+        progress(0.15)
+        victim = cluster.partition_state(TOPIC, 0)[0]
+        cluster.kill(victim, signal.SIGKILL)
+        progress(0.4)
+        cluster.start(victim)
+        coordinator = _share_coordinator(cluster, coordinator_key(group, topic_id, 1))
+        progress(0.5)
+        cluster.kill(coordinator, signal.SIGKILL)
+        progress(0.8)
+        cluster.start(coordinator)
+        progress(1.0)
+    finally:
+        for child in children:
+            child.stop()
+    counts = _check(children, [v for v in values])
+    assert counts == {"acknowledged_delivered_again": 0, "lost": 0,
+                      "delivery_count_not_increased": 0}, counts
