@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicCollection
+from confluent_kafka import Producer, TopicCollection
 from kio.index import load_request_schema
 
 from replication import raw_requests
@@ -31,6 +32,7 @@ from tidelog.coordinator.share_state import coordinator_key
 
 TOPIC = "cluster-queue"
 PARTITIONS = 3
+RATE = 100  # records a second produced during the kill test
 FIND_COORDINATOR, READ_STATE_SUMMARY = 10, 87
 SETTINGS = (
     "share.coordinator.state.topic.num.partitions=3",
@@ -161,36 +163,77 @@ def test_share_consumers_across_leaders(cluster: Cluster) -> None:
 
 def test_leader_and_share_coordinator_kills(cluster: Cluster) -> None:
     """SIGKILL the leader of a partition, then the share coordinator of another partition's
-    state, while two consumers accept: nothing acknowledged comes back, nothing is lost,
-    delivery counts only grow."""
+    state, while records are produced and two consumers accept them: nothing acknowledged
+    comes back, nothing is lost, delivery counts only grow."""
     group = "g-kills"
     _earliest_everywhere(cluster, group)
-    values = produce(cluster.bootstrap(), TOPIC, 600, PARTITIONS)
-    values = [v for v in values]
     topic_id = _topic_id(cluster)
-    children = [Child(cluster.bootstrap(), group, TOPIC, "accept", max_poll=20, delay_ms=20)
+    producer = _Producing(cluster.bootstrap())
+    children = [Child(cluster.bootstrap(), group, TOPIC, "accept", max_poll=20, delay_ms=100)
                 for _ in range(2)]
-    mine = set(values)
+    at_kills: list[tuple[int, int]] = []
     try:
-        def progress(fraction: float) -> None:
-            wait_for(lambda: (pump_all(children),
-                              len(_accepted(children) & mine) >= fraction * len(mine))[1],
-                     f"{fraction:.0%} accepted", 60)
+        def progress(count: int) -> None:
+            wait_for(lambda: (pump_all(children), len(_accepted(children)) >= count)[1],
+                     f"{count} accepted", 60)
 
-        progress(0.15)
+        progress(RATE)
         victim = cluster.partition_state(TOPIC, 0)[0]
         cluster.kill(victim, signal.SIGKILL)
-        progress(0.4)
+        at_kills.append((len(_accepted(children)), len(producer.values)))
+        progress(at_kills[-1][0] + RATE)
         cluster.start(victim)
         coordinator = _share_coordinator(cluster, coordinator_key(group, topic_id, 1))
-        progress(0.5)
+        progress(len(_accepted(children)) + RATE // 2)
         cluster.kill(coordinator, signal.SIGKILL)
-        progress(0.8)
+        at_kills.append((len(_accepted(children)), len(producer.values)))
+        progress(at_kills[-1][0] + RATE)
         cluster.start(coordinator)
-        progress(1.0)
+        values = producer.stop()
+        wait_for(lambda: (pump_all(children), _accepted(children) >= set(values))[1],
+                 "every record accepted", 60)
     finally:
+        producer.stop()
         for child in children:
             child.stop()
-    counts = _check(children, [v for v in values])
+    redelivered = sum(1 for c in children for r in c.records if r["d"] > 1)
+    print(f"(accepted, produced) at the kills {at_kills}, {len(values)} records,"
+          f" {redelivered} redeliveries")
+    # Both kills landed while records were produced and consumed.
+    assert all(accepted < len(values) for accepted, _ in at_kills), at_kills
+    counts = _check(children, values)
     assert counts == {"acknowledged_delivered_again": 0, "lost": 0,
                       "delivery_count_not_increased": 0}, counts
+
+
+class _Producing:
+    """RATE records a second (idempotent, acks=all) until stopped; `values` delivered."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.values: list[str] = []
+        self._stop = threading.Event()
+        self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                   "linger.ms": 5, "message.timeout.ms": 60_000,
+                                   "topic.metadata.refresh.interval.ms": 1000})
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is None:
+            self.values.append(message.value().decode())
+
+    def _run(self) -> None:
+        sequence = 0
+        while not self._stop.wait(1 / RATE):
+            value = f"kills-{sequence}"
+            self._producer.produce(TOPIC, value=value.encode(), partition=sequence % PARTITIONS,
+                                   on_delivery=self._delivered)
+            self._producer.poll(0)
+            sequence += 1
+
+    def stop(self) -> list[str]:
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join(10)
+            assert self._producer.flush(60) == 0
+        return list(self.values)
