@@ -12,7 +12,9 @@ did not increase); every count must be 0.
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
 import sys
 import threading
 import uuid
@@ -33,7 +35,7 @@ from tidelog.coordinator.share_state import coordinator_key
 TOPIC = "cluster-queue"
 PARTITIONS = 3
 RATE = 100  # records a second produced during the kill test
-FIND_COORDINATOR, READ_STATE_SUMMARY = 10, 87
+FIND_COORDINATOR, READ_STATE_SUMMARY, DELETE_SHARE_GROUP_OFFSETS = 10, 87, 92
 SETTINGS = (
     "share.coordinator.state.topic.num.partitions=3",
     "group.share.min.record.lock.duration.ms=1000",
@@ -159,6 +161,49 @@ def test_share_consumers_across_leaders(cluster: Cluster) -> None:
     for partition in range(PARTITIONS):
         cluster.wait_for(lambda p=partition: _start_offset(cluster, group, topic_id, p)
                          >= ends[p], 20, f"SPSO of partition {partition} at its end")
+    # The offsets admin through any broker (the CLI finds the group's coordinator), with the
+    # state read from, re-initialized at and deleted from the share coordinators.
+    for broker in cluster.brokers.values():
+        assert _described(broker.address, group) == [
+            {"topic": TOPIC, "partition": p, "start_offset": ends[p], "lag": 0}
+            for p in range(PARTITIONS)]
+    address = cluster.brokers[2].address
+    _tidelog("groups", "reset-share-offsets", group, "--topic", TOPIC, "--to-earliest",
+             "-b", address)
+    assert _described(address, group) == [
+        {"topic": TOPIC, "partition": p, "start_offset": 0, "lag": ends[p]}
+        for p in range(PARTITIONS)]
+    assert _start_offset(cluster, group, topic_id, 0) == 0
+    deleted = _delete_offsets(cluster, group)
+    assert deleted.error_code == 0 and deleted.responses[0].error_code == 0, deleted
+    assert _described(address, group) == []
+
+
+def _tidelog(*args: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "tidelog.cli.main", *args],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _described(address: str, group: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = json.loads(
+        _tidelog("groups", "describe-share", group, "-b", address, "--json"))["partitions"]
+    return found
+
+
+def _delete_offsets(cluster: Cluster, group: str) -> Any:
+    """DeleteShareGroupOffsets sent to the group's coordinator (FindCoordinator key_type 0)."""
+    find = load_request_schema(FIND_COORDINATOR, 4)
+    address = next(b.address for b in cluster.brokers.values() if b.alive())
+    coordinator = raw_requests.call(address, FIND_COORDINATOR, 4, find(
+        key_type=0, coordinator_keys=(group,))).coordinators[0]
+    schema = load_request_schema(DELETE_SHARE_GROUP_OFFSETS, 0)
+    module: Any = sys.modules[schema.__module__]
+    return raw_requests.call(
+        f"{coordinator.host}:{coordinator.port}", DELETE_SHARE_GROUP_OFFSETS, 0,
+        schema(group_id=group, topics=(module.DeleteShareGroupOffsetsRequestTopic(
+            topic_name=TOPIC),)))
 
 
 def test_leader_and_share_coordinator_kills(cluster: Cluster) -> None:

@@ -231,6 +231,7 @@ def _share_cluster_handlers(
     share_deps = ShareDeps(
         broker.topics, partition_replication, broker.append_waiters, broker.lifecycle,
         load_shares, config.node_id, broker.authorizer, current_leader=current_leader,
+        group_coordinator=coordinator,
     )
     table |= share_fetch.handlers(share_deps)
     table |= share_offsets.handlers(share_deps)

@@ -74,6 +74,8 @@ log = logging.getLogger("tidelog.broker.share")
 SNAPSHOT_EVERY = 500  # share.coordinator.snapshot.update.records.per.snapshot (Kafka: 500)
 MAX_SESSIONS = 1000  # Kafka's share sessions per broker bound (max.share.session.cache.size)
 CONFIGS_FILE = "share-group-configs.json"
+MAX_SUMMARY_PARTITIONS = 10_000  # partitions a cluster's offsets admin asks about per group
+SUMMARY_CONCURRENCY = 16
 
 # Group configs (IncrementalAlterConfigs on GROUP resources) Tidelog knows, with their checks.
 GROUP_CONFIG_NAMES = (
@@ -368,6 +370,38 @@ class ShareService:
 
     def share_partition_keys(self, group_id: str) -> set[tuple[uuid.UUID, int]]:
         return {(k[1], k[2]) for k in (*self.partitions, *self._restored) if k[0] == group_id}
+
+    async def state_keys(self, group_id: str) -> set[tuple[uuid.UUID, int]]:
+        """The share partitions with state: in a cluster, asked of the share coordinators for
+        every partition of every topic (at most MAX_SUMMARY_PARTITIONS, concurrently)."""
+        if self.persister is None:
+            return self.share_partition_keys(group_id)
+        wanted = [(info.topic_id, index) for info in self.broker.topics.all()
+                  if not info.internal for index in range(info.partitions)]
+        found = await self.summaries(group_id, wanted[:MAX_SUMMARY_PARTITIONS])
+        return {key for key, (start, _) in found.items() if start is not None}
+
+    async def summaries(self, group_id: str, keys: list[tuple[uuid.UUID, int]]
+                        ) -> dict[tuple[uuid.UUID, int], tuple[int | None, int]]:
+        """(SPSO or None without state, offsets past it acknowledged or archived) per
+        share partition: here on a single node, from the share coordinator in a cluster
+        (Kafka's ReadShareGroupStateSummary)."""
+        persister = self.persister
+        if persister is None:
+            return {(t, p): (self.start_offset(group_id, t, p),
+                             self.delivery_complete(group_id, t, p)) for t, p in keys}
+        limit = asyncio.Semaphore(SUMMARY_CONCURRENCY)
+
+        async def one(key: tuple[uuid.UUID, int]) -> tuple[int | None, int]:
+            async with limit:
+                found = await persister.read((group_id, *key), -1)
+            if found.start_offset < 0:
+                return None, 0
+            return found.start_offset, sum(b.last_offset - b.first_offset + 1
+                                           for b in found.batches if b.delivery_state in (2, 4))
+
+        answers = await asyncio.gather(*(one(key) for key in keys))
+        return dict(zip(keys, answers, strict=True))
 
     async def reset_start(
         self, group_id: str, topic: str, topic_id: uuid.UUID, partition: int, offset: int
