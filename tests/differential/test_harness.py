@@ -91,7 +91,11 @@ def test_every_scripted_body_encodes_and_names_are_unique() -> None:
                 exchanges += 1
                 covered.add(step.api_key)
     assert exchanges >= 150
-    assert set(SUPPORTED_VERSIONS) <= covered, set(SUPPORTED_VERSIONS) - covered
+    # The share coordinator's broker-to-broker APIs (83-87) are in cluster handler tables
+    # only; the harness runs a single node (tests/share/test_cluster_share.py covers them).
+    cluster_only = {83, 84, 85, 86, 87}
+    assert set(SUPPORTED_VERSIONS) - cluster_only <= covered, (
+        set(SUPPORTED_VERSIONS) - cluster_only - covered)
     for known in KNOWN.values():
         assert any(fnmatchcase(n, known.exchange) for n in names), known.exchange
 
