@@ -36,6 +36,8 @@ TOPIC = "cluster-queue"
 PARTITIONS = 3
 RATE = 100  # records a second produced during the kill test
 FIND_COORDINATOR, READ_STATE_SUMMARY, DELETE_SHARE_GROUP_OFFSETS = 10, 87, 92
+INITIALIZE_STATE, READ_STATE, WRITE_STATE = 83, 84, 85
+INVALID_REQUEST, NOT_COORDINATOR, FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH = 42, 16, 74, 124
 SETTINGS = (
     "share.coordinator.state.topic.num.partitions=3",
     "group.share.min.record.lock.duration.ms=1000",
@@ -294,3 +296,54 @@ class _Producing:
             self._thread.join(10)
             assert self._producer.flush(60) == 0
         return list(self.values)
+
+
+def test_share_state_apis_answer_kafkas_errors(cluster: Cluster) -> None:
+    """WriteShareGroupState / InitializeShareGroupState / ReadShareGroupState on the wire:
+    the key's coordinator applies them, fences an older leader or state epoch, refuses bad
+    batches; another broker answers NOT_COORDINATOR."""
+    topic_id = _topic_id(cluster)
+    group = "g-wire"
+    node = _share_coordinator(cluster, coordinator_key(group, topic_id, 0))
+    here = cluster.brokers[node].address
+    elsewhere = next(b.address for i, b in cluster.brokers.items() if i != node and b.alive())
+
+    def write(address: str, leader_epoch: int, state_epoch: int, first: int, last: int,
+              start_offset: int = 0) -> int:
+        schema = load_request_schema(WRITE_STATE, 0)
+        module: Any = sys.modules[schema.__module__]
+        answer = raw_requests.call(address, WRITE_STATE, 0, schema(group_id=group, topics=(
+            module.WriteStateData(topic_id=topic_id, partitions=(module.PartitionData(
+                partition=0, state_epoch=state_epoch, leader_epoch=leader_epoch,
+                start_offset=start_offset, state_batches=(module.StateBatch(
+                    first_offset=first, last_offset=last, delivery_state=2,
+                    delivery_count=1),)),)),)))
+        return int(answer.results[0].partitions[0].error_code)
+
+    def read(leader_epoch: int) -> Any:
+        schema = load_request_schema(READ_STATE, 0)
+        module: Any = sys.modules[schema.__module__]
+        answer = raw_requests.call(here, READ_STATE, 0, schema(group_id=group, topics=(
+            module.ReadStateData(topic_id=topic_id, partitions=(module.PartitionData(
+                partition=0, leader_epoch=leader_epoch),)),)))
+        return answer.results[0].partitions[0]
+
+    assert read(1).start_offset == -1  # uninitialized
+    assert write(here, 1, 0, 0, 4) == 0
+    found = read(3)  # a newer leader reads: the older one is fenced from now on
+    assert (found.error_code, found.start_offset, [(b.first_offset, b.last_offset)
+            for b in found.state_batches]) == (0, 0, [(0, 4)])
+    assert write(here, 1, 0, 5, 5) == FENCED_LEADER_EPOCH
+    assert write(here, 3, 0, 6, 5) == INVALID_REQUEST  # last before first
+    assert write(elsewhere, 3, 0, 5, 5) == NOT_COORDINATOR
+    schema = load_request_schema(INITIALIZE_STATE, 0)
+    module: Any = sys.modules[schema.__module__]
+    answer = raw_requests.call(here, INITIALIZE_STATE, 0, schema(group_id=group, topics=(
+        module.InitializeStateData(topic_id=topic_id, partitions=(module.PartitionData(
+            partition=0, state_epoch=1, start_offset=2),)),)))
+    assert answer.results[0].partitions[0].error_code == 0
+    assert write(here, 3, 0, 5, 5) == FENCED_STATE_EPOCH
+    assert write(here, 3, 1, 5, 5, start_offset=-1) == 0  # -1: the SPSO unchanged
+    found = read(3)
+    assert (found.state_epoch, found.start_offset, [(b.first_offset, b.last_offset)
+            for b in found.state_batches]) == (1, 2, [(5, 5)])
