@@ -209,8 +209,9 @@ class StatePersister:
                 return await asyncio.wait_for(remote(connection), CALL_TIMEOUT_S)
             except (OSError, PeerError, TimeoutError, asyncio.IncompleteReadError,
                     IndexError) as error:
-                log.info("share coordinator on broker %d: %s", broker_id,
-                         error or type(error).__name__)
+                if broker_id in self._connections:  # logged once per lost connection
+                    log.info("share coordinator on broker %d: %s", broker_id,
+                             error or type(error).__name__)
                 self._drop(broker_id)
                 raise KafkaError(ErrorCode.NETWORK_EXCEPTION, str(error)) from None
 
