@@ -26,6 +26,7 @@ import pytest
 from confluent_kafka import Producer, TopicCollection
 from kio.index import load_request_schema
 
+from apache_kafka.common import of_kind, run_program
 from replication import raw_requests
 from replication.harness import Cluster
 from share.helpers import Child, produce, pump_all, set_group_configs, wait_for
@@ -360,3 +361,19 @@ def test_share_state_apis_answer_kafkas_errors(cluster: Cluster) -> None:
     found = read(3)
     assert (found.state_epoch, found.start_offset, [(b.first_offset, b.last_offset)
             for b in found.state_batches]) == (1, 2, [(5, 5)])
+
+
+def test_java_share_consumers_on_the_cluster(cluster: Cluster) -> None:
+    """Kafka's KafkaShareConsumer (kafka-clients 4.3.1): three consumers on a two-partition
+    topic of the cluster read every record once; Admin describes the group through it."""
+    count = 120
+    lines = run_program("Share", cluster.bootstrap(), "java-share-cluster", "java-share-ct",
+                        str(count))
+    assert of_kind(lines, "done"), "the program did not finish"
+    records = of_kind(lines, "record")
+    received = [(r["partition"], r["offset"]) for r in records]
+    assert len(received) == len(set(received)) == count
+    assert set(received) == {(i % 2, i // 2) for i in range(count)}
+    assert {r["delivery"] for r in records} == {1}
+    group = of_kind(lines, "group")[0]
+    assert group["members"] == 3 and group["state"].lower() == "stable"
