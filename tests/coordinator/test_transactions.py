@@ -4,6 +4,7 @@ by replaying its own records, the records' bytes round trip, and a reload from t
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -79,7 +80,7 @@ def test_commit_cycle_and_the_errors_kafka_answers() -> None:
     assert h.state() is S.ONGOING
     assert h.coordinator.verify_partition("t", 1000, 1, TP) is ErrorCode.NONE
     assert h.coordinator.verify_partition("t", 1000, 1, ("orders", 1)) is (
-        ErrorCode.INVALID_TXN_STATE)
+        ErrorCode.TRANSACTION_ABORTABLE)  # Kafka's answer; Produce v0-10 see INVALID_TXN_STATE
     end = h.coordinator.end_transaction("t", 1000, 1, True, 7)
     assert end.markers is not None and end.markers.committed
     assert end.markers.partitions == frozenset({TP})
@@ -89,7 +90,7 @@ def test_commit_cycle_and_the_errors_kafka_answers() -> None:
     assert h.coordinator.end_transaction("t", 1000, 1, True, 8).error is ErrorCode.NONE
     assert h.coordinator.end_transaction("t", 1000, 1, False, 8).error is (
         ErrorCode.INVALID_TXN_STATE)
-    assert h.coordinator.verify_partition("t", 1000, 1, TP) is ErrorCode.INVALID_TXN_STATE
+    assert h.coordinator.verify_partition("t", 1000, 1, TP) is ErrorCode.TRANSACTION_ABORTABLE
 
 
 def test_a_new_instance_fences_an_ongoing_transaction_by_aborting_it() -> None:
@@ -106,7 +107,7 @@ def test_a_new_instance_fences_an_ongoing_transaction_by_aborting_it() -> None:
     assert h.init() == (ErrorCode.NONE, 1000, 2)
     # The zombie (epoch 0) is fenced everywhere.
     assert h.coordinator.end_transaction("t", 1000, 0, True, 3).error is ErrorCode.PRODUCER_FENCED
-    assert h.coordinator.verify_partition("t", 1000, 0, TP) is ErrorCode.INVALID_PRODUCER_EPOCH
+    assert h.coordinator.verify_partition("t", 1000, 0, TP) is ErrorCode.PRODUCER_FENCED
 
 
 def test_timeout_aborts_only_expired_transactions() -> None:
@@ -193,3 +194,49 @@ def test_idle_ids_expire_by_tombstone() -> None:
         h.coordinator.replay(record)
     assert h.coordinator.describe("idle") is None and h.coordinator.describe("busy") is not None
     assert h.init("idle") == (ErrorCode.NONE, 1002, 0)  # starts again with a new producer id
+
+
+def test_transaction_version_2_bumps_the_epoch_per_transaction() -> None:
+    """KIP-890 part 2 (EndTxn v5): the Prepare* record and the markers carry epoch + 1, the
+    answer names it, a retry of the lost answer gets it again, the old epoch is fenced."""
+    h = Harness()
+    assert h.init() == (ErrorCode.NONE, 1000, 0)
+    h.apply(h.coordinator.add_partitions("t", 1000, 0, [TP], 1))
+    end = h.apply(h.coordinator.end_transaction("t", 1000, 0, True, 2, bump=True))
+    assert end.error is ErrorCode.NONE and end.ended == (1000, 1)
+    assert end.markers is not None and end.markers.producer_epoch == 1
+    assert end.markers.partitions == frozenset({TP})
+    assert (h.state(), h.coordinator.describe("t").producer_epoch) == (S.COMPLETE_COMMIT, 1)
+    retried = h.coordinator.end_transaction("t", 1000, 0, True, 3, bump=True)
+    assert (retried.error, retried.ended, retried.records) == (ErrorCode.NONE, (1000, 1), [])
+    assert h.coordinator.end_transaction("t", 1000, 0, False, 3, bump=True).error is (
+        ErrorCode.PRODUCER_FENCED)  # not that request's outcome
+    assert h.coordinator.verify_partition("t", 1000, 0, TP) is ErrorCode.PRODUCER_FENCED
+    assert h.apply(h.coordinator.add_partitions("t", 1000, 0, [TP], 3)).error is (
+        ErrorCode.PRODUCER_FENCED)
+    # Commit with nothing in progress: INVALID_TXN_STATE; abort: accepted, the epoch bumped.
+    assert h.coordinator.end_transaction("t", 1000, 1, True, 4, bump=True).error is (
+        ErrorCode.INVALID_TXN_STATE)
+    aborted = h.apply(h.coordinator.end_transaction("t", 1000, 1, False, 4, bump=True))
+    assert aborted.ended == (1000, 2) and aborted.markers is not None
+    assert aborted.markers.partitions == frozenset()
+    assert h.state() is S.COMPLETE_ABORT
+
+
+def test_transaction_version_2_moves_to_a_new_producer_id_at_an_exhausted_epoch() -> None:
+    h = Harness()
+    h.init()
+    h.coordinator.transactions["t"] = replace(
+        h.coordinator.describe("t"), producer_epoch=32766)
+    h.apply(h.coordinator.add_partitions("t", 1000, 32766, [TP], 1))
+    end = h.coordinator.end_transaction("t", 1000, 32766, False, 2, bump=True,
+                                        new_producer_id=lambda: 2000)
+    assert end.ended == (2000, 0)
+    assert end.markers is not None and (end.markers.producer_id, end.markers.producer_epoch) == (
+        1000, 32767)  # markers of the old producer id, at Short.MaxValue
+    h.apply(end)
+    metadata = h.coordinator.describe("t")
+    assert (metadata.producer_id, metadata.producer_epoch, metadata.state) == (
+        2000, 0, S.COMPLETE_ABORT)
+    retried = h.coordinator.end_transaction("t", 1000, 32766, False, 3, bump=True)
+    assert (retried.error, retried.ended) == (ErrorCode.NONE, (2000, 0))

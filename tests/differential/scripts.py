@@ -1677,7 +1677,7 @@ def _groups_admin(t: str) -> Session:
 
 def _consumer_group(t: str) -> Session:
     ct, g = f"{t}kip848", f"{t}g-848"
-    steps = [*setup_topic(ct, 2), *setup_coordinator(g)]
+    steps = [*setup_topic(ct, 2), *setup_coordinator(g), *setup_coordinator(f"{t}g-upgrade")]
 
     def capture(response: Any, ctx: Ctx) -> None:
         ctx["cmember"] = response["member_id"]
@@ -1705,6 +1705,15 @@ def _consumer_group(t: str) -> Session:
         return body
 
     me: Callable[[Ctx], str] = lambda ctx: ctx["cmember"]  # noqa: E731
+    ug = f"{t}g-upgrade"
+
+    def capture_classic(response: Any, ctx: Ctx) -> None:
+        ctx["cclassic"] = response["member_id"]
+
+    def capture_classic_generation(response: Any, ctx: Ctx) -> None:
+        ctx["cgeneration"] = response["generation_id"]
+
+    classic_member: Callable[[Ctx], str] = lambda ctx: ctx["cclassic"]  # noqa: E731
     ep: Callable[[Ctx], int] = lambda ctx: ctx["cepoch"]  # noqa: E731
     steps += [
         Step("heartbeat-v1-empty-member-id", CONSUMER_GROUP_HEARTBEAT, 1,
@@ -1725,7 +1734,36 @@ def _consumer_group(t: str) -> Session:
              {"group_ids": [g], "include_authorized_operations": False}),
         Step("describe-v1-unknown", CONSUMER_GROUP_DESCRIBE, 1,
              {"group_ids": [f"{t}g-848-nothere"], "include_authorized_operations": False}),
-        Step("classic-join-into-consumer-group", JOIN_GROUP, 9, join_body(g, ct, "")),
+        Step("classic-join-into-consumer-group", JOIN_GROUP, 9, join_body(g, ct, ""),
+             capture=capture_classic),
+        # KIP-848 mixed group: a classic member joins the consumer group and is served by it.
+        Step("classic-join-into-consumer-group-with-id", JOIN_GROUP, 9,
+             join_body(g, ct, classic_member), capture=capture_classic_generation),
+        Step("classic-sync-in-consumer-group", SYNC_GROUP, 5, lambda ctx: {
+            "group_id": g, "generation_id": ctx["cgeneration"], "member_id": ctx["cclassic"],
+            "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": []}),
+        Step("classic-heartbeat-in-consumer-group", HEARTBEAT, 4, lambda ctx: {
+            "group_id": g, "generation_id": ctx["cgeneration"], "member_id": ctx["cclassic"],
+            "group_instance_id": None}),
+        Step("classic-leave-from-consumer-group", LEAVE_GROUP, 5, lambda ctx: {
+            "group_id": g, "members": [{"member_id": ctx["cclassic"], "group_instance_id": None,
+                                        "reason": None}]}),
+        # Online upgrade: a consumer-protocol member joins a stable classic group.
+        Step("upgrade-classic-join", JOIN_GROUP, 9, join_body(ug, ct), capture=capture_classic),
+        Step("upgrade-classic-join-with-id", JOIN_GROUP, 9, join_body(ug, ct, classic_member),
+             capture=capture_classic_generation),
+        Step("upgrade-classic-sync", SYNC_GROUP, 5, lambda ctx: {
+            "group_id": ug, "generation_id": ctx["cgeneration"], "member_id": ctx["cclassic"],
+            "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": ctx["cclassic"], "assignment": assignment(ct, [0, 1])}]}),
+        Step("upgrade-consumer-heartbeat", CONSUMER_GROUP_HEARTBEAT, 1,
+             hb(1, "Zm9vYmFyYmF6cXV4cXV1dw", 0, [ct], group=ug)),
+        Step("upgrade-classic-heartbeat-rebalance", HEARTBEAT, 4, lambda ctx: {
+            "group_id": ug, "generation_id": ctx["cgeneration"], "member_id": ctx["cclassic"],
+            "group_instance_id": None}),
+        Step("upgrade-describe-groups-classic-api", DESCRIBE_GROUPS, 5,
+             {"groups": [ug], "include_authorized_operations": False}),
         Step("describe-groups-classic-api", DESCRIBE_GROUPS, 5,
              {"groups": [g], "include_authorized_operations": False}),
         Step("heartbeat-v0-leave", CONSUMER_GROUP_HEARTBEAT, 0, hb(0, me, -1)),

@@ -13,17 +13,15 @@ every acknowledged record is there, in order, exactly once.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import confluent_kafka
-import pytest
 from confluent_kafka import Consumer, Producer
 
 from broker.raw import RawClient
 from broker.test_requests import batch, create, fetch, produce
+from reliability.fsync_fault import TRIGGER_ENV, build_shim
 from tidelog.errors import ErrorCode
 from tidelog.records.batch import iter_batches
 from tidelog.records.record import iter_records
@@ -32,57 +30,6 @@ if TYPE_CHECKING:
     from conftest import BrokerFactory
 
 TOPIC = "fsync-fails"
-TRIGGER_ENV = "TIDELOG_FAULT_FSYNC_FILE"
-
-SHIM_SOURCE = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <stdlib.h>
-#include <unistd.h>
-
-/* fsync/fdatasync fail with EIO while the file named by TIDELOG_FAULT_FSYNC_FILE exists. */
-static int injected(void) {
-    const char *trigger = getenv("TIDELOG_FAULT_FSYNC_FILE");
-    if (trigger != NULL && access(trigger, F_OK) == 0) {
-        errno = EIO;
-        return 1;
-    }
-    return 0;
-}
-
-int fsync(int fd) {
-    static int (*real)(int);
-    if (injected()) return -1;
-    if (real == NULL) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
-    return real(fd);
-}
-
-int fdatasync(int fd) {
-    static int (*real)(int);
-    if (injected()) return -1;
-    if (real == NULL) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
-    return real(fd);
-}
-"""
-
-
-def _build_shim(directory: Path) -> Path:
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.fail("gcc not found: it is needed to build the fsync fault-injection shim")
-    source = directory / "fsync_fault.c"
-    library = directory / "libfsync_fault.so"
-    source.write_text(SHIM_SOURCE)
-    subprocess.run(
-        [gcc, "-shared", "-fPIC", "-O1", "-o", str(library), str(source), "-ldl"],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return library
-
-
 def _produce(bootstrap: str, values: list[bytes]) -> list[tuple[bytes, int | None, Any]]:
     """Produce with a real client, acks=all and no retries; (value, offset or None, error)."""
     producer = Producer(
@@ -153,7 +100,7 @@ def _consume_values(bootstrap: str, expected_count: int) -> list[bytes]:
 def test_fsync_failure_is_a_storage_error_and_never_acknowledged(
     broker_factory: BrokerFactory, tmp_path: Path
 ) -> None:
-    shim = _build_shim(tmp_path)
+    shim = build_shim(tmp_path)
     trigger = tmp_path / "fsync-fails-now"
     broker = broker_factory(
         settings={"log.durability": "sync"},

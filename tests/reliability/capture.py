@@ -25,6 +25,7 @@ class _Recorder:
     def __init__(self, upstream: tuple[str, int]) -> None:
         self.upstream = upstream
         self.frames: list[bytes] = []
+        self.sessions: list[list[bytes]] = []  # each connection's frames in order
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.settimeout(0.2)
         self.port = self.listener.getsockname()[1]
@@ -58,6 +59,10 @@ class _Recorder:
 
     def _pump(self, source: socket.socket, sink: socket.socket, record: bool) -> None:
         pending = b""
+        session: list[bytes] = []
+        if record:
+            with self._lock:
+                self.sessions.append(session)
         source.settimeout(0.2)
         try:
             while not self.stopped.is_set():
@@ -78,6 +83,7 @@ class _Recorder:
                         with self._lock:
                             if len(self.frames) < MAX_FRAMES and len(frame) <= MAX_FRAME_BYTES:
                                 self.frames.append(frame)
+                                session.append(frame)
         except OSError:
             pass
         finally:
@@ -180,6 +186,11 @@ def _client_work(bootstrap: str) -> None:
 
 def capture_frames(timeout_s: float = 90.0) -> list[bytes]:
     """Request frames (without size prefix) sent by real clients to a live broker."""
+    return [frame for session in capture_sessions(timeout_s) for frame in session]
+
+
+def capture_sessions(timeout_s: float = 90.0) -> list[list[bytes]]:
+    """Each client connection's request frames (without size prefix), in the order sent."""
     with tempfile.TemporaryDirectory(prefix="tidelog-capture-") as tmp:
         recorder = _Recorder(("127.0.0.1", 0))
         process = _start_broker(Path(tmp) / "data", recorder.port)
@@ -201,7 +212,7 @@ def capture_frames(timeout_s: float = 90.0) -> list[bytes]:
                 process.wait(10)
             if process.stdout is not None:
                 process.stdout.close()
-        return list(recorder.frames)
+        return [list(session) for session in recorder.sessions if session]
 
 
 if __name__ == "__main__":

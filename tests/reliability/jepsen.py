@@ -15,8 +15,15 @@ Nemeses (each applied for a few seconds, then healed, then a quiet spell):
   asymmetric     a broker's packets to everyone dropped; what it receives still arrives
   bridge         two halves that only one broker sees both of
   zk-isolated    ZooKeeper cut from every broker
-Not here: `tc netem` delay/loss (this kernel has no sch_netem: "Specified qdisc kind is
-unknown") and disk faults (tests/hardening/test_disk_full.py, the LD_PRELOAD fsync shim).
+  loss           10% or 30% of a broker's packets dropped at random, both ways (nftables)
+  slow           a broker's outgoing link shaped to 200 kbit/s (tc tbf: packets queue)
+  disk-full      a broker's data directory (its own size-limited tmpfs) filled: ENOSPC
+  fsync-eio      a broker's fsync/fdatasync fail with EIO (LD_PRELOAD shim); at heal the
+                 broker is restarted, as an operator replaces a failed disk (a log whose fsync
+                 failed stays offline until then, as Kafka's log dir does)
+A quarter of the faults come with a second one of another kind at the same time.
+Not here: `tc netem` delay (this kernel has no sch_netem: "Specified qdisc kind is unknown";
+`slow` queues packets instead of delaying each by a fixed time).
 
 Writes, in the output directory: history.jsonl (every operation), faults.json, report.txt (the
 counts, the seed, the faults with recovery times) and timeline.png (acknowledged sends per
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import selectors
 import signal
@@ -37,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reliability.disk_faults import BrokerDisks
 from reliability.jepsen_checker import MUST_BE_ZERO, Analysis, analyse
 from reliability.netns import Network
 from tidelog.cluster.zookeeper_server import (
@@ -54,7 +63,9 @@ PARTITIONS = 3
 REPLICATION_FACTOR = 3
 WORKLOAD = Path(__file__).with_name("jepsen_workload.py")
 NEMESES = ("kill", "pause", "isolate", "leader-zk", "majority", "asymmetric", "bridge",
-           "zk-isolated")
+           "zk-isolated", "loss", "slow", "disk-full", "fsync-eio")
+DISK_NEMESES = {"disk-full", "fsync-eio"}
+TOGETHER = 0.25  # the share of faults that come with a second one of another kind
 FAULT_S = (4.0, 9.0)  # how long one fault lasts (uniform)
 QUIET_S = (4.0, 7.0)  # healed time between faults
 
@@ -118,8 +129,10 @@ class NetnsCluster:
     """ZooKeeper and brokers b1..bN in namespaces; processes started, signalled and stopped by
     PID (`ip netns exec` execs, so a Popen's pid is the process itself)."""
 
-    def __init__(self, net: Network, directory: Path, brokers: int) -> None:
+    def __init__(self, net: Network, directory: Path, brokers: int,
+                 disks: BrokerDisks | None = None) -> None:
         self.net, self.directory, self.count = net, directory, brokers
+        self.disks = disks
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.paused: set[str] = set()
 
@@ -143,7 +156,12 @@ class NetnsCluster:
             stdin=subprocess.DEVNULL)
 
     def start_broker(self, node_id: int, timeout_s: float = 120) -> None:
+        """Start the broker unless it runs already (two heals may both restart one broker)."""
         node = f"b{node_id}"
+        running = self.processes.get(node)
+        if running is not None and running.poll() is None:
+            return
+        env = {**os.environ, **(self.disks.broker_env(node) if self.disks else {})}
         process = self.net.popen(node, [
             sys.executable, "-m", "tidelog.cli.main", "serve",
             "--data-dir", str(self.directory / node), "--listen", self.broker_address(node_id),
@@ -155,7 +173,7 @@ class NetnsCluster:
             "--set", "log.durability=sync",
             "--set", "group.initial.rebalance.delay.ms=0",
         ], stdout=subprocess.PIPE, stderr=(self.directory / f"{node}.log").open("ab"),
-            stdin=subprocess.DEVNULL)
+            stdin=subprocess.DEVNULL, env=env)
         self.processes[node] = process
         assert process.stdout is not None
         with selectors.DefaultSelector() as selector:
@@ -290,12 +308,42 @@ class Nemesis:
             for broker in self.brokers:
                 net.cut_both("zk", broker)
             return "zk"
+        if kind == "loss":
+            node, percent = self._target(), rng.choice((10, 30))
+            net.lossy(node, percent)
+            return f"{node} {percent}%"
+        if kind == "slow":
+            node = self._target()
+            net.slow(node)
+            return node
+        if kind in DISK_NEMESES:
+            return self._disk_fault(kind)
         raise ValueError(kind)
 
+    def _disk_fault(self, kind: str) -> str:
+        disks = self.cluster.disks
+        assert disks is not None, "disk nemeses need run() to mount the brokers' disks"
+        node = self._target()
+        if kind == "disk-full":
+            disks.fill(node)
+            self._heal_actions.append(lambda: disks.drain(node))
+            return node
+        disks.fail_fsync(node)
+
+        def replace_disk() -> None:
+            disks.restore_fsync(node)
+            self.cluster.kill(node)
+            self.cluster.start_broker(int(node[1:]))
+
+        self._heal_actions.append(replace_disk)
+        return node
+
     def heal(self) -> None:
+        """Network first, then the other faults undone newest first (a broker killed while its
+        disk was full restarts after the disk was drained)."""
         self.net.heal()
         actions, self._heal_actions = self._heal_actions, []
-        for action in actions:
+        for action in reversed(actions):
             action()
 
 
@@ -342,53 +390,63 @@ def run(directory: Path, *, seed: int, seconds: float, brokers: int = 3,
     faults: list[Fault] = []
     history_dir = directory / "history"
     history_dir.mkdir(exist_ok=True)
-    with Network(nodes) as net:
-        cluster = NetnsCluster(net, directory, brokers)
-        workload: subprocess.Popen[str] | None = None
-        try:
-            cluster.start_zookeeper()
-            for node_id in range(1, brokers + 1):
-                cluster.start_broker(node_id)
-            net.run("client", [sys.executable, "-c", CREATE, cluster.bootstrap, TOPIC,
-                               str(PARTITIONS), str(REPLICATION_FACTOR)],
-                    check=True, capture_output=True, timeout=120)
-            wait_healthy(cluster, 120)
-            workload = _run_workload(cluster, seconds, history_dir)
-            started = time.monotonic()
-            nemesis = Nemesis(cluster, rng)
-            time.sleep(rng.uniform(*QUIET_S))
-            while time.monotonic() - started < seconds - FAULT_S[1] - 2:
-                kind = rng.choice(nemeses)
-                fault = Fault(kind, time.monotonic() - started)
-                fault.detail = nemesis.apply(kind)
-                if progress:
-                    print(f"  {fault.start:6.1f}s {kind}: {fault.detail}", flush=True)
-                time.sleep(rng.uniform(*FAULT_S))
-                nemesis.heal()
-                fault.end = time.monotonic() - started
-                faults.append(fault)
+    disks = (BrokerDisks(directory, [f"b{n}" for n in range(1, brokers + 1)])
+             if DISK_NEMESES & set(nemeses) else None)
+    if disks is not None:
+        disks.mount()
+    try:
+        with Network(nodes) as net:
+            cluster = NetnsCluster(net, directory, brokers, disks)
+            workload: subprocess.Popen[str] | None = None
+            try:
+                cluster.start_zookeeper()
+                for node_id in range(1, brokers + 1):
+                    cluster.start_broker(node_id)
+                net.run("client", [sys.executable, "-c", CREATE, cluster.bootstrap, TOPIC,
+                                   str(PARTITIONS), str(REPLICATION_FACTOR)],
+                        check=True, capture_output=True, timeout=120)
+                wait_healthy(cluster, 120)
+                workload = _run_workload(cluster, seconds, history_dir)
+                started = time.monotonic()
+                nemesis = Nemesis(cluster, rng)
                 time.sleep(rng.uniform(*QUIET_S))
-            finished = _read_line(workload, seconds + 120)  # {"phase": "workload done"}
-            assert finished.get("exit_codes") == [0, 0, 0, 0], finished
-            wait_healthy(cluster, 120)
-            assert workload.stdin is not None
-            workload.stdin.write("heal\n")
-            workload.stdin.flush()
-            done = _read_line(workload, 300)
-            assert done.get("done"), done
-            wait_healthy(cluster, 60)  # every replica caught up before the logs are compared
-        finally:
-            if workload is not None and workload.poll() is None:
-                workload.kill()
-                workload.wait(10)
-            cluster.stop_all()
-    history = sorted(
-        (json.loads(line) for path in sorted(history_dir.glob("*.jsonl"))
-         for line in path.read_text().splitlines() if line),
-        key=lambda op: op["t"])
-    (directory / "history.jsonl").write_text(
-        "".join(json.dumps(op, separators=(",", ":")) + "\n" for op in history))
-    analysis = analyse(history, replica_logs(directory, brokers))
+                while time.monotonic() - started < seconds - FAULT_S[1] - 2:
+                    kinds = [rng.choice(nemeses)]
+                    if len(nemeses) > 1 and rng.random() < TOGETHER:
+                        kinds.append(rng.choice([k for k in nemeses if k != kinds[0]]))
+                    fault = Fault("+".join(kinds), time.monotonic() - started)
+                    fault.detail = "; ".join(nemesis.apply(kind) for kind in kinds)
+                    if progress:
+                        print(f"  {fault.start:6.1f}s {fault.kind}: {fault.detail}", flush=True)
+                    time.sleep(rng.uniform(*FAULT_S))
+                    nemesis.heal()
+                    fault.end = time.monotonic() - started
+                    faults.append(fault)
+                    time.sleep(rng.uniform(*QUIET_S))
+                finished = _read_line(workload, seconds + 120)  # {"phase": "workload done"}
+                assert finished.get("exit_codes") == [0, 0, 0, 0], finished
+                wait_healthy(cluster, 120)
+                assert workload.stdin is not None
+                workload.stdin.write("heal\n")
+                workload.stdin.flush()
+                done = _read_line(workload, 300)
+                assert done.get("done"), done
+                wait_healthy(cluster, 60)  # every replica caught up before logs are compared
+            finally:
+                if workload is not None and workload.poll() is None:
+                    workload.kill()
+                    workload.wait(10)
+                cluster.stop_all()
+        history = sorted(
+            (json.loads(line) for path in sorted(history_dir.glob("*.jsonl"))
+             for line in path.read_text().splitlines() if line),
+            key=lambda op: op["t"])
+        (directory / "history.jsonl").write_text(
+            "".join(json.dumps(op, separators=(",", ":")) + "\n" for op in history))
+        analysis = analyse(history, replica_logs(directory, brokers))
+    finally:
+        if disks is not None:  # after the replicas' logs were read from the tmpfs mounts
+            disks.unmount()
     _recovery_times(faults, history)
     result = Result(seed, brokers, seconds, analysis, faults)
     result.report_path = write_report(directory, result, history)

@@ -11,6 +11,7 @@ import argparse
 import os
 import selectors
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -122,11 +123,20 @@ class ConnectionResult:
 
 
 def connection_load(host: str, port: int, pid: int, connections: int,
-                    canary_messages: int) -> ConnectionResult:
+                    canary_messages: int, tls: tuple[ssl.SSLContext, int] | None = None,
+                    ) -> ConnectionResult:
     """`connections` clients that each speak (ApiVersions) and stay open while a canary
-    produces and consumes; then every one of them is answered again."""
+    produces and consumes; then every one of them is answered again. With `tls` (a client
+    context and the broker's SSL listener port) the connections are TLS ones (each handshake
+    done before the first ApiVersions); the canary keeps the plaintext port."""
     before = rss_mib(pid)
-    sockets = [socket.create_connection((host, port), timeout=30) for _ in range(connections)]
+    if tls is None:
+        sockets = [socket.create_connection((host, port), timeout=30)
+                   for _ in range(connections)]
+    else:
+        context, tls_port = tls
+        sockets = [context.wrap_socket(socket.create_connection((host, tls_port), timeout=30),
+                                       server_hostname=host) for _ in range(connections)]
     try:
         first = api_versions_round_trips(sockets, 60)
         acked, read = canary(f"{host}:{port}", f"canary-{connections}", canary_messages)
@@ -211,11 +221,30 @@ def read_one_per_partition(bootstrap: str, topics: list[str]) -> int:
     return len(seen & wanted)
 
 
-def _serve(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str, int, float]:
+def tls_material(directory: Path) -> tuple[list[str], ssl.SSLContext, int]:
+    """`tidelog certs` into `directory`: the broker's arguments for a PLAINTEXT and an SSL
+    listener, a client context trusting its CA, and the SSL port."""
+    from tidelog.cluster.zookeeper_server import free_port
+
+    subprocess.run([sys.executable, "-m", "tidelog.cli.main", "certs", "--dir", str(directory)],
+                   check=True, capture_output=True, timeout=120)
+    plain, tls_port = free_port(), free_port()
+    arguments = ["--set", f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls_port}",
+                 "--set", "ssl.keystore.type=PEM",
+                 "--set", f"ssl.keystore.location={directory / 'broker.pem'}",
+                 "--set", "ssl.truststore.type=PEM",
+                 "--set", f"ssl.truststore.location={directory / 'ca.pem'}"]
+    context = ssl.create_default_context(cafile=str(directory / "ca.pem"))
+    return arguments, context, tls_port
+
+
+def _serve(data_dir: Path, log: Path, listeners: list[str] | None = None,
+           ) -> tuple[subprocess.Popen[bytes], str, int, float]:
+    """A broker on 127.0.0.1 (a free port, or `listeners`: arguments from tls_material)."""
     started = time.monotonic()
     process = subprocess.Popen(
         [sys.executable, "-m", "tidelog.cli.main", "serve", "--data-dir", str(data_dir),
-         "--listen", "127.0.0.1:0", "--metrics", "off",
+         *(listeners or ["--listen", "127.0.0.1:0"]), "--metrics", "off",
          # room for the soak's sizes (defaults: 1000 connections, 4000 partitions)
          "--set", "max.connections=10000", "--set", "max.broker.partitions=40000"],
         stdout=subprocess.PIPE, stderr=log.open("ab"), stdin=subprocess.DEVNULL)
@@ -274,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=10000,
                         help="on one broker, in topics of 100 partitions")
     parser.add_argument("--canary", type=int, default=5000, help="canary messages")
+    parser.add_argument("--tls", action="store_true",
+                        help="also hold the connections over TLS (a second run)")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: tmp)")
     args = parser.parse_args(argv)
     directory = args.dir or Path(tempfile.mkdtemp(prefix="soak-load-"))
@@ -284,9 +315,21 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _stop(process)
     print(connections.summary(), flush=True)
+    tls_ok = True
+    if args.tls:
+        arguments, context, tls_port = tls_material(directory / "certs")
+        process, host, port, _ = _serve(directory / "tls-data", directory / "tls.log", arguments)
+        try:
+            over_tls = connection_load(host, port, process.pid, args.connections, args.canary,
+                                       (context, tls_port))
+        finally:
+            _stop(process)
+        print("TLS: " + over_tls.summary(), flush=True)
+        tls_ok = (over_tls.answered_first == over_tls.answered_last == args.connections
+                  and over_tls.canary_read == over_tls.canary_acked)
     result = partition_load(directory / "partitions", args.partitions)
     print(result.summary(), flush=True)
-    ok = (connections.answered_first == connections.answered_last == args.connections
+    ok = (tls_ok and connections.answered_first == connections.answered_last == args.connections
           and connections.canary_read == connections.canary_acked
           and result.read_before_restart == result.read_after_restart == result.partitions)
     print("every count as required" if ok else "FAILED")

@@ -9,6 +9,9 @@ bridge that lives in its own hub namespace, so nothing touches the host's networ
 Addresses are 10.77.0.<n>/24 inside the namespaces only. Partitions are blackhole routes in the
 sender's namespace (no iptables/nft needed): `cut(a, b)` drops a's packets to b, which is an
 asymmetric partition; `cut_both` drops both directions; `isolate(a)` cuts a from everyone.
+`lossy(a, percent)` drops that share of a's packets, in and out, at random (nftables'
+numgen; `tc netem` is missing from this kernel) and `slow(a)` shapes a's outgoing link with a
+token bucket (tc tbf), which queues packets: latency in seconds, not netem's fixed delay.
 Every namespace is deleted on exit, even after a failure (deleting a namespace destroys its
 veth ends; killing the processes inside is the caller's job, by PID).
 """
@@ -42,6 +45,8 @@ class Network:
         self.address = {node: f"{SUBNET}.{index + 1}" for index, node in enumerate(self.nodes)}
         self._created: list[str] = []
         self._cuts: set[tuple[str, str]] = set()
+        self._lossy: set[str] = set()
+        self._slow: set[str] = set()
 
     def namespace(self, node: str) -> str:
         return f"{self.tag}-{node}"
@@ -111,6 +116,31 @@ class Network:
             if other != node:
                 self.cut_both(node, other)
 
+    def lossy(self, node: str, percent: int) -> None:
+        """Drop `percent`% of the node's packets in each direction, each packet at random."""
+        if node in self._lossy:
+            return
+        drop = f"numgen random mod 100 < {percent} drop;"
+        rules = (
+            "table inet tidelog_nemesis {\n"
+            f"  chain in {{ type filter hook input priority 0; {drop} }}\n"
+            f"  chain out {{ type filter hook output priority 0; {drop} }}\n"
+            "}\n")
+        self._exec(node, ["nft", "-f", "-"], rules)
+        self._lossy.add(node)
+
+    def slow(self, node: str, rate: str = "200kbit") -> None:
+        """A token-bucket link out of the node: packets queue (up to 2 s) behind the rate."""
+        if node not in self._slow:
+            self._exec(node, ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", rate,
+                              "burst", "16kb", "latency", "2s"])
+            self._slow.add(node)
+
+    def _exec(self, node: str, argv: list[str], stdin: str | None = None) -> None:
+        completed = self.run(node, argv, input=stdin, capture_output=True, text=True, timeout=30)
+        if completed.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} in {node}: {completed.stderr.strip()}")
+
     @property
     def partitioned(self) -> bool:
         return bool(self._cuts)
@@ -120,3 +150,9 @@ class Network:
             _ip("-n", self.namespace(source), "route", "del", "blackhole",
                 f"{self.address[target]}/32")
         self._cuts.clear()
+        for node in sorted(self._lossy):
+            self._exec(node, ["nft", "delete", "table", "inet", "tidelog_nemesis"])
+        self._lossy.clear()
+        for node in sorted(self._slow):
+            self._exec(node, ["tc", "qdisc", "del", "dev", "eth0", "root"])
+        self._slow.clear()

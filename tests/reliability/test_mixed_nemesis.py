@@ -1,6 +1,8 @@
 """Issue 16's CI run: 300 seconds of faults mixed at random (seeded) on ZooKeeper and 3
 brokers in network namespaces, an idempotent acks=all producer and consumers in a classic and a
 KIP-848 group throughout; every checker count must be 0 (jepsen.py, jepsen_checker.py).
+Nemeses: kills, pauses, five kinds of partition, packet loss, a slow link, a full disk and
+failing fsync, sometimes two at once (jepsen.py lists them).
 
 TIDELOG_NEMESIS_SEED and TIDELOG_NEMESIS_SECONDS replay or shorten a run; longer and 5-broker
 runs are `scripts/soak-nemesis`. The report, history and timeline stay in the test's tmp dir

@@ -50,6 +50,7 @@ class BrokerProcess:
     advertise: str | None = None  # e.g. a proxy's address: followers dial this one
     zookeeper: str | None = None  # e.g. through a proxy; None = the cluster's connect string
     metrics: str = "off"  # e.g. "127.0.0.1:PORT" to scrape /metrics
+    env: dict[str, str] = field(default_factory=dict)  # e.g. LD_PRELOAD of a fault shim
 
     @property
     def address(self) -> str:
@@ -92,7 +93,8 @@ class Cluster:
             command += ["--set", item]
         log = open(broker.log_path, "ab")  # noqa: SIM115 - owned by the child
         broker.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL
+            command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+            env={**os.environ, **broker.env} if broker.env else None,
         )
         log.close()
         assert broker.process.stdout is not None

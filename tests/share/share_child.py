@@ -5,7 +5,8 @@
 MODE: accept (acknowledge every record ACCEPT), hold (never acknowledge, poll once), release,
 reject. Prints one JSON line per record received, after its acknowledgement was committed
 (`commit_sync`), flushed at once: {"p": partition, "o": offset, "d": delivery count,
-"v": value, "a": whether the broker confirmed the acknowledgement}. DELAY_MS: time spent
+"v": value, "a": whether the broker confirmed the acknowledgement, "t": the child's monotonic
+clock when the poll returned it}. DELAY_MS: time spent
 "processing" each poll's records. Stops when stdin closes (`close()` commits and leaves the
 group) or when killed.
 """
@@ -43,13 +44,16 @@ def main() -> None:
             if held:  # explicit mode polls again only once everything is acknowledged
                 continue
             got = []
-            for message in consumer.poll(0.2):
+            messages = consumer.poll(0.2)
+            received = time.monotonic()
+            for message in messages:
                 if message.error() is not None:
                     continue
                 if mode in KINDS:
                     consumer.acknowledge(message, KINDS[mode])
                 got.append({"p": message.partition(), "o": message.offset(),
-                            "d": message.delivery_count(), "v": message.value().decode()})
+                            "d": message.delivery_count(), "v": message.value().decode(),
+                            "t": received})
             if not got:
                 continue
             time.sleep(delay_s)

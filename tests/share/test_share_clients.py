@@ -4,9 +4,11 @@ release and reject, and hostile raw ShareFetch/ShareAcknowledge requests."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -156,11 +158,35 @@ def _topic_id(client: RawClient, name: str) -> uuid.UUID:
     return metadata.topics[0].topic_id  # type: ignore[no-any-return]
 
 
-def _heartbeat(client: RawClient, group: str, member: str, topic: str) -> None:
+def _heartbeat(client: RawClient, group: str, member: str, topic: str) -> int:
+    """Join; returns the member epoch."""
     module = request_module(ApiKey.SHARE_GROUP_HEARTBEAT, 1)
     answer = client.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, module.ShareGroupHeartbeatRequest(
         group_id=group, member_id=member, member_epoch=0, subscribed_topic_names=(topic,)))
     assert answer.error_code == 0
+    return int(answer.member_epoch)
+
+
+@contextlib.contextmanager
+def _kept_alive(bootstrap: str, group: str, member: str, epoch: int) -> Iterator[None]:
+    """Heartbeat the member every second (its own connection) while the body runs: on a
+    loaded machine a CLI process may take longer to start than the session timeout."""
+    stop = threading.Event()
+    module = request_module(ApiKey.SHARE_GROUP_HEARTBEAT, 1)
+
+    def beat() -> None:
+        with RawClient(bootstrap) as client:
+            while not stop.wait(1.0):
+                client.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, module.ShareGroupHeartbeatRequest(
+                    group_id=group, member_id=member, member_epoch=epoch))
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(30)
 
 
 def _fetch(client: RawClient, group: str, member: str, epoch: int, topic_id: uuid.UUID,
@@ -417,13 +443,14 @@ def test_tidelog_groups_lists_describes_and_resets_share_groups(
     produce(bootstrap, "cli-t", 5, 1)
     with RawClient(bootstrap) as client:
         topic_id = _topic_id(client, "cli-t")
-        _heartbeat(client, "g-cli", "m1", "cli-t")
+        epoch = _heartbeat(client, "g-cli", "m1", "cli-t")
         _fetch(client, "g-cli", "m1", 0, topic_id)
         assert _acknowledge(client, "g-cli", "m1", 1, topic_id, ((0, 2, (1,)),)) == 0
-        listed = json.loads(_tidelog("groups", "list-share", "-b", bootstrap, "--json"))
+        with _kept_alive(bootstrap, "g-cli", "m1", epoch):
+            listed = json.loads(_tidelog("groups", "list-share", "-b", bootstrap, "--json"))
+            described = json.loads(_tidelog("groups", "describe-share", "g-cli", "-b",
+                                            bootstrap, "--json"))
         assert {"group": "g-cli", "state": "Stable", "type": "share"} in listed
-        described = json.loads(_tidelog("groups", "describe-share", "g-cli", "-b", bootstrap,
-                                        "--json"))
         assert described["state"] == "Stable" and described["assignor"] == "simple"
         assert [m["member_id"] for m in described["members"]] == ["m1"]
         assert described["members"][0]["partitions"] == ["cli-t-0"]

@@ -138,3 +138,18 @@ def test_snapshot_round_trip() -> None:
     decoded = ProducerStateManager.decode(state.encode())
     assert decoded.producers == state.producers
     assert len(decoded.producers[7].batches) == 5
+
+
+def test_idle_producers_expire_but_an_open_transaction_stays() -> None:
+    """producer.id.expiration.ms (Kafka's removeExpiredProducers): by the newest timestamp of
+    a producer's batches and markers; the marker's survives a snapshot (version 3)."""
+    state = ProducerStateManager()
+    state.update(1, 0, 0, 0, 0, 0, 1_000)  # idle since 1 000
+    state.update(2, 0, 0, 0, 1, 1, 1_000, transactional=True)  # open since 1 000
+    state.update(3, 0, 0, 0, 2, 2, 1_000, transactional=True)
+    state.complete_txn(3, 0, 1, 3, 0, timestamp=5_000)  # committed at 5 000
+    decoded = ProducerStateManager.decode(state.encode())
+    assert decoded.producers == state.producers
+    assert decoded.remove_expired(now_ms=5_999, expiration_ms=1_000) == [1]
+    assert decoded.remove_expired(now_ms=6_000, expiration_ms=1_000) == [3]
+    assert set(decoded.producers) == {2} and decoded.first_unstable_offset() == 1

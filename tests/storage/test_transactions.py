@@ -20,6 +20,7 @@ from tidelog.records.control import (
     ControlRecordType,
     EndTransactionMarker,
     build_end_transaction_batch,
+    read_end_transaction_marker,
 )
 from tidelog.records.record import iter_records
 from tidelog.storage.cleaner import LogCleaner
@@ -213,30 +214,85 @@ def test_snapshot_keeps_the_open_transaction() -> None:
     assert copy.producers[5].current_txn_first_offset == 10
 
 
-def test_compaction_keeps_committed_records_behind_an_aborted_one(tmp_path: Path) -> None:
-    """An aborted transactional record of a key must not shadow the committed record before
-    it (__consumer_offsets holds TxnOffsetCommit records): transactional batches neither
-    shadow nor get compacted."""
-    config = LogConfig(cleanup_policy="compact", segment_bytes=600, min_cleanable_dirty_ratio=0.0)
+def test_compaction_applies_kafkas_transaction_rules(tmp_path: Path) -> None:
+    """Kafka's cleaner rules: aborted records are removed (and never shadow the committed
+    record of their key: __consumer_offsets holds TxnOffsetCommit records), committed
+    transactional records are compacted like others, a marker stays while its transaction has
+    data, is then stamped with a delete horizon and removed after it (an ABORT marker with its
+    .txnindex entry), and nothing at or after the first unstable offset is touched."""
+    config = LogConfig(cleanup_policy="compact", segment_bytes=600, min_cleanable_dirty_ratio=0.0,
+                       delete_retention_ms=1_000)
     log = PartitionLog(TP, tmp_path / "c", config)
 
     def keyed(value: bytes, key: bytes = b"k", **fields: int) -> RecordBatch:
         record = NewRecord(value, key, timestamp_ms=1_000)
         return RecordBatch(memoryview(build_batch([record], now_ms=1_000, **fields))) # type: ignore[arg-type]
 
-    log.append([keyed(b"old")], now_ms=0)
-    log.append([keyed(b"committed")], now_ms=0)
-    log.append([keyed(b"aborted", producer_id=5, producer_epoch=0, transactional=True)], now_ms=0)
-    log.append([marker(5, 0, commit=False)], now_ms=0)
-    for index in range(30):  # roll past them so they are cleanable
-        log.append([keyed(b"filler", b"f%d" % index)], now_ms=0)
+    def txn(producer_id: int, value: bytes, key: bytes) -> RecordBatch:
+        return keyed(value, key, producer_id=producer_id, producer_epoch=0, base_sequence=0,
+                     transactional=True)
+
+    def fill(count: int, tag: bytes) -> None:
+        for index in range(count):  # roll past what came before, so it is cleanable
+            log.append([keyed(b"filler", tag + b"%d" % index)], now_ms=0)
+
+    def clean(now_ms: int) -> None:
+        steps = 0
+        while cleaner.clean_step(log, now_ms, 1 << 20):
+            steps += 1
+            assert steps < 1000
+
+    def kept() -> list[tuple[int, bytes | None]]:
+        out: list[tuple[int, bytes | None]] = []
+        for batch in read_all(log):
+            if batch.is_control:
+                out.append((batch.base_offset, b"ABORT" if read_end_transaction_marker(
+                    batch).control_type == ControlRecordType.ABORT else b"COMMIT"))
+            else:
+                out.extend((r.offset, r.value) for r in iter_records(batch)
+                           if r.value != b"filler")
+        return out
+
+    log.append([keyed(b"old")], now_ms=0)  # 0
+    log.append([keyed(b"committed")], now_ms=0)  # 1
+    log.append([txn(5, b"aborted", b"k")], now_ms=0)  # 2: an aborted offset commit, say
+    log.append([marker(5, 0, commit=False)], now_ms=0)  # 3
+    log.append([txn(6, b"t1", b"t")], now_ms=0)  # 4
+    log.append([marker(6, 0, commit=True)], now_ms=0)  # 5
+    log.append([txn(7, b"t2", b"t")], now_ms=0)  # 6
+    log.append([marker(7, 0, commit=True)], now_ms=0)  # 7
+    fill(30, b"a")
+    open_offset = log.log_end_offset
+    log.append([txn(8, b"open", b"o")], now_ms=0)  # open: the first unstable offset
+    fill(30, b"b")
+    later_offset = log.log_end_offset
+    log.append([keyed(b"o2", b"o")], now_ms=0)  # would shadow "open" if it were decided
+    fill(30, b"c")
     cleaner = LogCleaner()
-    steps = 0
-    while cleaner.clean_step(log, 0, 1 << 20):
-        steps += 1
-        assert steps < 1000
-    values = [r.value for b in read_all(log) if not b.is_control for r in iter_records(b)
-              if r.key == b"k"]
-    assert values == [b"committed", b"aborted"]  # "old" compacted away, the aborted kept
+    clean(10_000)
+    # Aborted and shadowed data gone; every marker kept (its data was read by this pass);
+    # nothing from the open transaction's segment on.
+    assert kept() == [(1, b"committed"), (3, b"ABORT"), (5, b"COMMIT"), (6, b"t2"),
+                      (7, b"COMMIT"), (open_offset, b"open"), (later_offset, b"o2")]
     assert log.aborted_transactions(0, log.log_end_offset) == [AbortedTxn(5, 2, 3, 4)]
+    assert log.first_unstable_offset() == open_offset
+    commit_offset = log.log_end_offset
+    log.append([marker(8, 0, commit=True)], now_ms=0)
+    fill(30, b"d")
+    clean(10_000)  # "open" is committed now, and shadowed; markers 3, 5 lost their data
+    assert kept() == [(1, b"committed"), (3, b"ABORT"), (5, b"COMMIT"), (6, b"t2"),
+                      (7, b"COMMIT"), (later_offset, b"o2"), (commit_offset, b"COMMIT")]
+    horizons = {b.base_offset: b.base_timestamp for b in read_all(log)
+                if b.is_control and b.has_delete_horizon}
+    assert horizons == {3: 11_000, 5: 11_000}  # stamped: due at now + delete.retention.ms
+    clean(10_500)
+    assert len(kept()) == 7  # not yet due
+    clean(11_000)
+    assert kept() == [(1, b"committed"), (6, b"t2"), (7, b"COMMIT"), (later_offset, b"o2"),
+                      (commit_offset, b"COMMIT")]
+    assert log.aborted_transactions(0, log.log_end_offset) == []
     log.close()
+    reopened = PartitionLog(TP, tmp_path / "c", config)
+    assert reopened.aborted_transactions(0, reopened.log_end_offset) == []
+    assert reopened.first_unstable_offset() is None
+    reopened.close()

@@ -237,3 +237,71 @@ def test_one_round_delivers_in_due_order(tmp_path: Path) -> None:
         assert [r.value for r in target_records(broker)] == [b"first", b"second", b"third"]
 
     with_timers(tmp_path / "data", run)
+
+
+def test_done_follows_the_targets_fsync_with_durability_sync(tmp_path: Path) -> None:
+    """With durability=sync a produce is acknowledged once fsynced; a delivery is marked DONE
+    only once it is as durable (else a power cut could keep the DONE and lose the record)."""
+
+    async def run() -> None:
+        broker = Broker(load_config(None, {}, data_dir=tmp_path / "data"))
+        try:
+            broker.create_topic(TOPIC, 1, {"tidelog.delivery.delay.enable": "true",
+                                           "durability": "sync"})
+            timers = service(broker)
+            now_ms = timers.wheel.current_tick * timers.wheel.tick_ms
+            divert(broker, timers, now_ms, delayed(b"a", now_ms + 500))
+            target = broker.partition_log(TOPIC, 0)
+            assert target.recovery_point == 0
+            assert timers.deliver_due(now_ms + 1_000) == 1
+            assert target.log_end_offset == 1
+            assert target.recovery_point == 1  # fsynced before the DONE below was written
+            assert broker.partition_log(TIMER_TOPIC, 0).log_end_offset == 2  # SCHEDULE, DONE
+        finally:
+            broker.close()
+
+    asyncio.run(run())
+
+
+def test_cluster_replay_finds_open_intents_and_sequences(tmp_path: Path) -> None:
+    """What a new timer partition leader takes over (broker/timers/cluster.py): SCHEDULEs
+    without DONE pending, the last INTENT of each target giving its next producer epoch and
+    sequence, an INTENT without DONE in doubt (its records are re-sent, not pending), an
+    INTENT without ids only a sequence, and nothing past the committed end."""
+    from tidelog.broker.timers.divert import meta_record
+    from tidelog.broker.timers.loading import load_timer_log
+    from tidelog.storage.timer_records import Done, Intent, Schedule
+
+    async def run() -> None:
+        broker = Broker(load_config(None, {}, data_dir=tmp_path / "data"))
+        try:
+            broker.create_topic(TIMER_TOPIC, 1, {}, internal=True)
+            timer_log = broker.partition_log(TIMER_TOPIC, 0)
+            other = TopicPartition(TOPIC, 1)
+
+            def schedule(partition: int) -> NewRecord:
+                return meta_record(Schedule(5_000, 0, 0, TOPIC, partition))
+
+            records = [
+                schedule(0), schedule(0), schedule(0), schedule(1), schedule(1),  # 0-4
+                meta_record(Intent(0, 0, TOPIC, 0, (0,))),  # 5
+                meta_record(Done(7, TOPIC, 0, (0,))),  # 6
+                meta_record(Intent(0, 1, TOPIC, 0, (1, 2))),  # 7: open
+                meta_record(Intent(3, 40, TOPIC, 1, ())),  # 8: a sequence past a cut
+                meta_record(Done(9, TOPIC, 1, (3,))),  # 9
+                meta_record(Intent(3, 40, TOPIC, 1, (4,))),  # 10: not committed yet
+            ]
+            for record in records:
+                timer_log.append([RecordBatch(memoryview(build_batch([record], now_ms=1)))],
+                                 now_ms=1)
+            loaded = load_timer_log(timer_log, 1_000, end_offset=10)
+            assert loaded.next_sequence == {TP: (0, 3), other: (3, 40)}
+            assert set(loaded.in_doubt) == {TP}
+            assert loaded.in_doubt[TP].timer_ids == (1, 2)
+            assert list(loaded.timer_ids) == [4]  # 0 and 3 done, 1 and 2 in doubt
+            whole = load_timer_log(timer_log, 1_000)
+            assert whole.in_doubt[other].timer_ids == (4,) and len(whole.timer_ids) == 0
+        finally:
+            broker.close()
+
+    asyncio.run(run())

@@ -11,6 +11,7 @@ from tidelog.storage.timer_records import (
     DELAY_LEVELS_MS,
     Cancel,
     Done,
+    Intent,
     ProducerSequence,
     Schedule,
     TimerRecordError,
@@ -52,7 +53,7 @@ def test_bad_headers_are_invalid_records(headers: list[tuple[str, bytes | None]]
         delivery_time(headers, 0, WEEK_MS)
 
 
-Meta = Schedule | Cancel | Done | ProducerSequence
+Meta = Schedule | Cancel | Done | ProducerSequence | Intent
 metas = st.one_of(
     st.builds(Schedule, st.integers(0, 2**62), st.integers(0, 2**62), st.integers(0, 2**62),
               st.text(max_size=40), st.integers(0, 2**31 - 1), st.binary(min_size=16,
@@ -63,6 +64,9 @@ metas = st.one_of(
     st.builds(ProducerSequence, st.integers(0, 2**62), st.integers(0, 2**15 - 1),
               st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1), st.text(max_size=40),
               st.integers(0, 2**31 - 1)),
+    st.builds(Intent, st.integers(0, 2**15 - 1), st.integers(0, 2**31 - 1),
+              st.text(max_size=40), st.integers(0, 2**31 - 1),
+              st.lists(st.integers(0, 2**62), max_size=20).map(tuple)),
 )
 
 

@@ -67,13 +67,13 @@ def end_txn(client: RawClient, txn_id: str, pid: int, epoch: int, commit: bool,
 
 
 def produce_txn(client: RawClient, txn_id: str, topic: str, pid: int, epoch: int,
-                sequence: int, values: list[bytes], partition: int = 0) -> Any:
-    module = request_module(ApiKey.PRODUCE, 9)
+                sequence: int, values: list[bytes], partition: int = 0, version: int = 9) -> Any:
+    module = request_module(ApiKey.PRODUCE, version)
     records = bytes(build_batch(
         [NewRecord(value=v) for v in values], producer_id=pid, producer_epoch=epoch,
         base_sequence=sequence, transactional=True,
     ))
-    answer = client.call(ApiKey.PRODUCE, 9, module.ProduceRequest(
+    answer = client.call(ApiKey.PRODUCE, version, module.ProduceRequest(
         transactional_id=txn_id, acks=-1, timeout=timedelta(seconds=5),
         topic_data=(module.TopicProduceData(name=topic, partition_data=(
             module.PartitionProduceData(index=partition, records=records),)),),
@@ -322,3 +322,121 @@ def test_add_partitions_never_adds_an_internal_topic(broker_factory: BrokerFacto
             for topic in mixed.results_by_topic_v3_and_below for p in topic.results_by_partition
         ) == [("__consumer_offsets", KioErrorCode.topic_authorization_failed),
               ("raw-internal", KioErrorCode.operation_not_attempted)]
+
+
+def test_idle_producer_ids_expire_from_partitions(broker_factory: BrokerFactory) -> None:
+    """producer.id.expiration.ms: an idle producer leaves the partition's producer state (and,
+    after a restart, the snapshot does not bring it back); one with an open transaction stays
+    however old it is, as Kafka's removeExpiredProducers keeps it."""
+    settings = {"producer.id.expiration.ms": "1500",
+                "producer.id.expiration.check.interval.ms": "100"}
+    broker = broker_factory(settings=settings)
+    create_topic(broker.bootstrap, "raw-expire")
+    producers = request_module(ApiKey.DESCRIBE_PRODUCERS, 0)
+
+    def active(client: RawClient) -> set[int]:
+        described = client.call(ApiKey.DESCRIBE_PRODUCERS, 0, producers.DescribeProducersRequest(
+            topics=(producers.TopicRequest(name="raw-expire", partition_indexes=(0,)),)))
+        return {p.producer_id for p in described.topics[0].partitions[0].active_producers}
+
+    with RawClient(broker.bootstrap) as client:
+        ready = init(client, "raw-open")
+        open_pid, open_epoch = ready.producer_id, ready.producer_epoch
+        assert add_partitions(client, "raw-open", open_pid, open_epoch, "raw-expire", [0]) == [
+            ("raw-expire", 0, KioErrorCode.none)]
+        assert produce_txn(client, "raw-open", "raw-expire", open_pid, open_epoch, 0,
+                           [b"open"]).error_code == KioErrorCode.none
+        idle = client.call(ApiKey.INIT_PRODUCER_ID, 4, request_module(
+            ApiKey.INIT_PRODUCER_ID, 4).InitProducerIdRequest(
+            transactional_id=None, transaction_timeout=timedelta(seconds=60),
+            producer_id=-1, producer_epoch=-1))
+        module = request_module(ApiKey.PRODUCE, 9)
+        written = client.call(ApiKey.PRODUCE, 9, module.ProduceRequest(
+            transactional_id=None, acks=-1, timeout=timedelta(seconds=5),
+            topic_data=(module.TopicProduceData(name="raw-expire", partition_data=(
+                module.PartitionProduceData(index=0, records=bytes(build_batch(
+                    [NewRecord(value=b"idem")], producer_id=idle.producer_id,
+                    producer_epoch=idle.producer_epoch, base_sequence=0))),)),),
+        ))
+        assert written.responses[0].partition_responses[0].error_code == KioErrorCode.none
+        assert active(client) == {open_pid, idle.producer_id}
+        wait_for(lambda: active(client) == {open_pid}, "the idle producer to expire")
+    broker.stop()
+    again = broker_factory(broker.data_dir, settings=settings)
+    with RawClient(again.bootstrap) as client:
+        assert active(client) == {open_pid}  # the open transaction is kept, nothing returns
+        assert end_txn(client, "raw-open", open_pid, open_epoch, True) == KioErrorCode.none
+        wait_for(lambda: active(client) == set(), "the ended transaction's producer to expire")
+
+
+def test_transaction_version_2_protocol(broker_factory: BrokerFactory) -> None:
+    """KIP-890 part 2 as Kafka 4 serves it: ApiVersions finalizes transaction.version 2;
+    Produce v12 adds its partition (no AddPartitionsToTxn), TxnOffsetCommit v5 the group's;
+    EndTxn v5 answers the bumped epoch, the markers carry it and the old epoch is fenced;
+    a partition not added is TRANSACTION_ABORTABLE for Produce v11, INVALID_TXN_STATE before."""
+    broker = broker_factory()
+    create_topic(broker.bootstrap, "raw-tv2", partitions=2)
+    with RawClient(broker.bootstrap) as client:
+        for version in (3, 4):
+            answer = client.call(ApiKey.API_VERSIONS, version, request_module(
+                ApiKey.API_VERSIONS, version).ApiVersionsRequest(
+                client_software_name="t", client_software_version="1"))
+            assert [(f.name, f.min_version_level, f.max_version_level)
+                    for f in answer.finalized_features] == [("transaction.version", 2, 2)]
+            assert answer.finalized_features_epoch >= 0
+            assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features
+                    ] == ([("transaction.version", 0, 2)] if version == 4 else [])
+        ready = init(client, "raw-tv2", version=5)
+        pid, epoch = ready.producer_id, ready.producer_epoch
+        written = produce_txn(client, "raw-tv2", "raw-tv2", pid, epoch, 0, [b"one"], version=12)
+        assert written.error_code == KioErrorCode.none  # added by the produce itself
+        # v11 and v9 clients must add first: TRANSACTION_ABORTABLE / INVALID_TXN_STATE.
+        assert produce_txn(client, "raw-tv2", "raw-tv2", pid, epoch, 0, [b"x"], partition=1,
+                           version=11).error_code == KioErrorCode.transaction_abortable
+        assert produce_txn(client, "raw-tv2", "raw-tv2", pid, epoch, 0, [b"x"], partition=1,
+                           version=9).error_code == KioErrorCode.invalid_txn_state
+        offsets = request_module(ApiKey.TXN_OFFSET_COMMIT, 5)
+        committed = client.call(ApiKey.TXN_OFFSET_COMMIT, 5, offsets.TxnOffsetCommitRequest(
+            transactional_id="raw-tv2", group_id="raw-tv2-group", producer_id=pid,
+            producer_epoch=epoch, generation_id=-1, member_id="", group_instance_id=None,
+            topics=(offsets.TxnOffsetCommitRequestTopic(name="raw-tv2", partitions=(
+                offsets.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=7, committed_leader_epoch=-1,
+                    committed_metadata=""),)),),
+        ))
+        assert committed.topics[0].partitions[0].error_code == KioErrorCode.none
+        describe = request_module(ApiKey.DESCRIBE_TRANSACTIONS, 0)
+        state = client.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, describe.DescribeTransactionsRequest(
+            transactional_ids=("raw-tv2",))).transaction_states[0]
+        assert sorted((t.topic, tuple(t.partitions)) for t in state.topics) == [
+            ("__consumer_offsets", (0,)), ("raw-tv2", (0,))]
+        end = request_module(ApiKey.END_TXN, 5)
+        ended = client.call(ApiKey.END_TXN, 5, end.EndTxnRequest(
+            transactional_id="raw-tv2", producer_id=pid, producer_epoch=epoch, committed=True))
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (
+            KioErrorCode.none, pid, epoch + 1)
+        retried = client.call(ApiKey.END_TXN, 5, end.EndTxnRequest(
+            transactional_id="raw-tv2", producer_id=pid, producer_epoch=epoch, committed=True))
+        assert (retried.error_code, retried.producer_epoch) == (KioErrorCode.none, epoch + 1)
+        # The COMMIT marker carries the new epoch: a late write of the old one is fenced.
+        data = fetch_committed(client, "raw-tv2")
+        markers = [b for b in iter_batches(data.records) if b.is_control]
+        assert [(b.producer_id, b.producer_epoch) for b in markers] == [(pid, epoch + 1)]
+        late = produce_txn(client, "raw-tv2", "raw-tv2", pid, epoch, 1, [b"late"], version=12)
+        assert late.error_code == KioErrorCode.invalid_producer_epoch
+        values = [r.value for b in iter_batches(data.records) if not b.is_control
+                  for r in iter_records(b)]
+        assert values == [b"one"]
+        fetched = request_module(ApiKey.OFFSET_FETCH, 7)
+        answer = client.call(ApiKey.OFFSET_FETCH, 7, fetched.OffsetFetchRequest(
+            group_id="raw-tv2-group", require_stable=True,
+            topics=(fetched.OffsetFetchRequestTopic(name="raw-tv2", partition_indexes=(0,)),)))
+        assert answer.topics[0].partitions[0].committed_offset == 7
+        # The next transaction goes on at the new epoch, its sequences from 0.
+        again = produce_txn(client, "raw-tv2", "raw-tv2", pid, epoch + 1, 0, [b"two"],
+                            version=12)
+        assert again.error_code == KioErrorCode.none
+        aborted = client.call(ApiKey.END_TXN, 5, end.EndTxnRequest(
+            transactional_id="raw-tv2", producer_id=pid, producer_epoch=epoch + 1,
+            committed=False))
+        assert (aborted.error_code, aborted.producer_epoch) == (KioErrorCode.none, epoch + 2)

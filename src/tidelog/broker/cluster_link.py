@@ -18,6 +18,7 @@ from tidelog.broker.replication.cluster_agent import ClusterAgent, ClusterSettin
 from tidelog.broker.replication.replica_manager import Replication
 from tidelog.broker.share import service as share_service
 from tidelog.broker.state import Broker
+from tidelog.broker.timers import cluster as timer_cluster
 from tidelog.broker.transactions import service as transaction_service
 from tidelog.cluster.zk_layout import BrokerEndpoint, BrokerRegistration
 
@@ -96,4 +97,5 @@ async def join_cluster(
     group_service.service(broker)  # loads the offsets partitions this broker leads
     transaction_service.service(broker)  # likewise the __transaction_state partitions
     share_service.service(broker)  # likewise the __share_group_state partitions
+    timer_cluster.service(broker, replication)  # and the __tidelog_timer partitions
     return ClusterLink(broker, replication, agent)

@@ -59,6 +59,7 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     group_consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    group_consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
     # Transactions (Kafka's names; Kafka's default of 50 partitions is kept at 1 here, as
     # for offsets.topic.num.partitions: a single node gains nothing from more).
     transaction_state_log_num_partitions: int = 1  # transaction.state.log.num.partitions
@@ -72,6 +73,11 @@ class BrokerConfig:
     share_coordinator_state_topic_num_partitions: int = 50
     share_coordinator_state_topic_replication_factor: int = 3
     share_coordinator_state_topic_min_isr: int = 2
+    # Cluster mode: delayed delivery's `__tidelog_timer` (docs/delivery.md), named after
+    # Kafka's settings for its own internal topics; the factor is capped at the live brokers.
+    tidelog_timer_log_num_partitions: int = 1  # tidelog.timer.log.num.partitions
+    tidelog_timer_log_replication_factor: int = 3  # tidelog.timer.log.replication.factor
+    tidelog_timer_log_min_isr: int = 2  # tidelog.timer.log.min.isr
     # transaction.abort.timed.out.transaction.cleanup.interval.ms
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
@@ -94,6 +100,11 @@ class BrokerConfig:
     min_incremental_fetch_session_eviction_ms: int = 120_000
     log_tick_interval_ms: int = 1000  # how often LogManager.tick runs (flush.ms, cleaner)
     log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
+    # Idle producers forgotten from every partition's producer state (Kafka's names/defaults).
+    producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms
+    # producer.id.expiration.check.interval.ms
+    producer_id_expiration_check_interval_ms: int = 600_000
+    log_cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: idle cleaner's next look
     log: LogConfig = field(default_factory=LogConfig)  # broker-level log.* defaults
     # authorizer.class.name: any non-empty value (Kafka's class names included) turns the ACL
     # authorizer on; Tidelog has one authorizer, so the class named is not loaded.
@@ -143,6 +154,16 @@ def _parse_str(name: str, value: str) -> str:
     return value.strip()
 
 
+def _parse_migration_policy(name: str, value: str) -> str:
+    """Kafka's ConsumerGroupMigrationPolicy names, case-insensitive."""
+    policy = value.strip().lower()
+    if policy not in ("bidirectional", "upgrade", "downgrade", "disabled"):
+        raise ConfigError(
+            f"{name}: expected bidirectional, upgrade, downgrade or disabled, got {value!r}"
+        )
+    return policy
+
+
 def _parse_int(name: str, value: str) -> int:
     try:
         return int(value.strip())
@@ -170,6 +191,7 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", _parse_int),
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _parse_int),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _parse_int),
+    "group.consumer.migration.policy": ("group_consumer_migration_policy", _parse_migration_policy),
     "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _parse_int),
     "max.incremental.fetch.session.cache.slots": (
         "max_incremental_fetch_session_cache_slots", _parse_int
@@ -219,10 +241,20 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "share.coordinator.state.topic.min.isr": (
         "share_coordinator_state_topic_min_isr", _parse_int
     ),
+    "tidelog.timer.log.num.partitions": ("tidelog_timer_log_num_partitions", _parse_int),
+    "tidelog.timer.log.replication.factor": (
+        "tidelog_timer_log_replication_factor", _parse_int
+    ),
+    "tidelog.timer.log.min.isr": ("tidelog_timer_log_min_isr", _parse_int),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
         "transaction_abort_timed_out_transaction_cleanup_interval_ms", _parse_int
     ),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _parse_int),
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", _parse_int),
+    "producer.id.expiration.check.interval.ms": (
+        "producer_id_expiration_check_interval_ms", _parse_int
+    ),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _parse_int),
     "transactions.remove.expired.transaction.cleanup.interval.ms": (
         "transactions_remove_expired_transaction_cleanup_interval_ms", _parse_int
     ),

@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from tidelog.broker.replication.cluster_agent import ClusterSettings
     from tidelog.broker.replication.replica_manager import Replication
     from tidelog.broker.share.state_coordinator import ShareStateCoordinator
+    from tidelog.security.authorizer import Authorizer
 
 log = logging.getLogger("tidelog.broker.server")
 DRAIN_TIMEOUT_S = 6.0  # leaves margin inside the 10 s a supervisor gives SIGTERM
@@ -104,7 +105,9 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             cluster_producer_id=partial(_cluster_producer_ids().allocate, replication),
         )
     table: HandlerTable = {}
-    table |= api_versions.handlers(table)  # reads the finished table per request
+    table |= api_versions.handlers(  # reads the finished table per request
+        table, api_versions.SINGLE_NODE_FEATURES if replication is None else None
+    )
     table |= metadata.handlers(metadata.MetadataDeps(config, broker.identity, topics, authorizer))
     table |= produce.handlers(
         produce.ProduceDeps(
@@ -117,8 +120,14 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             verify_transaction=transactions.verifier(
                 load_transactions, cluster=replication is not None
             ),
-            divert=partial(_divert, broker) if replication is None else None,
+            add_to_transaction=transactions.adder(
+                load_transactions, cluster=replication is not None
+            ),
+            divert=(partial(_divert, broker) if replication is None
+                    else partial(_cluster_divert, broker, replication)),
             quotas=broker.quotas,
+            inter_broker=(None if replication is None
+                          else partial(_is_inter_broker, broker, authorizer)),
         )
     )
     table |= fetch.handlers(
@@ -313,6 +322,35 @@ def _divert(
 ) -> timer_service.Diverted:
     """Delayed delivery's produce hook; the timer service starts on the first use."""
     return timer_service.service(broker).divert(partition_log, tp, batches, now_ms)
+
+
+def _cluster_divert(
+    broker: Broker, replication: Replication, partition_log: PartitionLog, tp: TopicPartition,
+    batches: list[RecordBatch], now_ms: int,
+) -> timer_service.Diverted:
+    """Cluster mode: the timer batch goes to its `__tidelog_timer` partition's leader."""
+    from tidelog.broker.timers import cluster as timer_cluster
+
+    return timer_cluster.service(broker, replication).divert(partition_log, tp, batches, now_ms)
+
+
+def _is_inter_broker(
+    broker: Broker, authorizer: Authorizer | None, context: RequestContext,
+) -> bool:
+    """A request another broker sent as a broker: on the inter-broker listener and, with an
+    authorizer, allowed CLUSTER_ACTION on the cluster (Kafka's rule for broker requests)."""
+    config = broker.config
+    if config.listeners:
+        from tidelog.broker.net.inter_broker import inter_broker_listener
+
+        if context.listener_name != inter_broker_listener(config).name:
+            return False
+    if authorizer is None:
+        return True
+    from tidelog.broker.handlers.authorization import cluster_allowed
+    from tidelog.security.acl import AclOperation
+
+    return cluster_allowed(authorizer, context, AclOperation.CLUSTER_ACTION)
 
 
 def _is_other_group(broker: Broker, group_id: str) -> bool:

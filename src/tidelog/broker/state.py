@@ -55,6 +55,11 @@ class Broker:
             config.log,
             now_ms=clock.now_ms(),
             retention_check_interval_ms=config.log_retention_check_interval_ms,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
+            producer_id_expiration_check_interval_ms=(
+                config.producer_id_expiration_check_interval_ms
+            ),
+            cleaner_backoff_ms=config.log_cleaner_backoff_ms,
             fsync_observer=self._observe_fsync,
             clock_s=clock.monotonic_s,
         )

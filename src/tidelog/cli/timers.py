@@ -2,7 +2,10 @@
 
 Kafka has no API for them, so the tool reads the broker's Prometheus endpoint (`--metrics`,
 the address `tidelog serve --metrics` listens on; default 127.0.0.1:9644): the
-`tidelog_timer_*` families (broker/timers/metrics.py). One GET with a timeout.
+`tidelog_timer_*` families (broker/timers/metrics.py). One GET with a timeout per endpoint.
+A cluster: `--metrics` lists every broker's endpoint, comma-separated; each broker reports the
+timer partitions it leads, and the listings are added up (counts summed, the earliest due time
+kept; the delivery lag is the worst broker's quantile).
 """
 
 from __future__ import annotations
@@ -25,17 +28,41 @@ from tidelog.cli.client import ToolError
 console = Console(highlight=False)
 DEFAULT_METRICS = "127.0.0.1:9644"
 _MAX_BYTES = 64 * 1024 * 1024
+_MAX_ENDPOINTS = 1000
 
 metrics_option = click.option(
     "--metrics", "metrics", default=DEFAULT_METRICS, show_default=True,
-    envvar="TIDELOG_METRICS", help="The broker's metrics endpoint HOST:PORT.",
+    envvar="TIDELOG_METRICS",
+    help="The broker's metrics endpoint HOST:PORT (a cluster: each broker's, comma-separated).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 timeout_option = click.option("--timeout", "timeout_s", default=10.0, show_default=True,
                               help="Seconds to wait for the endpoint.")
 
 
-def scrape(address: str, timeout_s: float) -> dict[str, Any]:
+def scrape(addresses: str, timeout_s: float) -> dict[str, Any]:
+    """The timer families of one broker or several (comma-separated), added up."""
+    merged: dict[str, Any] = {"delivered": 0, "cancelled": 0, "lag_ms": {},
+                              "partitions": defaultdict(dict)}
+    for address in [a.strip() for a in addresses.split(",") if a.strip()][:_MAX_ENDPOINTS]:
+        one = _scrape_one(address, timeout_s)
+        merged["delivered"] += one["delivered"]
+        merged["cancelled"] += one["cancelled"]
+        for quantile, value in one["lag_ms"].items():
+            merged["lag_ms"][quantile] = max(value, merged["lag_ms"].get(quantile, value))
+        for key, values in one["partitions"].items():
+            into = merged["partitions"][key]
+            pending = "tidelog_timer_pending"
+            into[pending] = into.get(pending, 0) + values.get(pending, 0)
+            due = values.get("tidelog_timer_next_due_timestamp_ms")
+            if due is not None:
+                known = into.get("tidelog_timer_next_due_timestamp_ms")
+                into["tidelog_timer_next_due_timestamp_ms"] = due if known is None else min(
+                    known, due)
+    return merged
+
+
+def _scrape_one(address: str, timeout_s: float) -> dict[str, Any]:
     """The timer families: {"partitions": {(topic, partition): {...}}, "delivered": n, ...}."""
     url = f"http://{address}/metrics"
     try:

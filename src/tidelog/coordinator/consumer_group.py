@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 
 from tidelog.coordinator.messages import DescribedGroup, DescribedMember, ListedGroup
 from tidelog.coordinator.records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -115,6 +116,9 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: PartitionSet = field(default_factory=dict)
     pending_revocation: PartitionSet = field(default_factory=dict)
+    # A member that joined by JoinGroup (mixed group, KIP-848 online migration): its session
+    # timeout and embedded-protocol subscriptions; None for ConsumerGroupHeartbeat members.
+    classic: ClassicMemberMetadata | None = None
 
     def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
         return ConsumerGroupMemberMetadataValue(
@@ -126,6 +130,7 @@ class ConsumerMember:
             instance_id=self.instance_id,
             rack_id=self.rack_id,
             server_assignor=self.server_assignor,
+            classic_member_metadata=self.classic,
         )
 
     def subscribes_to(self, topic: str) -> bool:
@@ -204,6 +209,7 @@ class ConsumerGroup:
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assigned=to_topic_partitions(m.assigned),
                 target=to_topic_partitions(self.target.get(m.member_id, {})),
+                classic=m.classic is not None,
             )
             for m in self.members.values()
         )
@@ -260,6 +266,7 @@ class ConsumerGroup:
                     instance_id=value.instance_id,
                     rack_id=value.rack_id,
                     server_assignor=value.server_assignor,
+                    classic=value.classic_member_metadata,
                 )
             else:
                 self.members.pop(key.member_id, None)

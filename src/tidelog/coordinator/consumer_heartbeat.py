@@ -28,12 +28,15 @@ from tidelog.coordinator.consumer_group import (
 from tidelog.coordinator.consumer_static import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     Scratch,
+    replace_member,
     replace_static,
     static_leave,
 )
 from tidelog.coordinator.messages import (
+    JOIN_TIMER,
     REVOCATION_TIMER,
     SESSION_TIMER,
+    SYNC_TIMER,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     GroupConfig,
@@ -114,10 +117,17 @@ def consumer_group_heartbeat(
                 return _error(ErrorCode.GROUP_MAX_SIZE_REACHED, "group is full", member_id)
             for other in list(group.members.values()):
                 if request.instance_id is not None and other.instance_id == request.instance_id:
-                    if other.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    if other.classic is not None:
+                        # A classic static member rolled to the consumer protocol: replaced at
+                        # once, whatever its epoch (Kafka's replaceMember).
+                        scratch, replacement, _ = replace_member(
+                            group, other, member_id, deadlines
+                        )
+                    elif other.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                         message = "instance id in use"
                         return _error(ErrorCode.UNRELEASED_INSTANCE_ID, message, member_id)
-                    scratch, replacement = replace_static(group, other, member_id, deadlines)
+                    else:
+                        scratch, replacement = replace_static(group, other, member_id, deadlines)
                     return _heartbeat(
                         group,
                         replacement,
@@ -180,6 +190,7 @@ def _heartbeat(
         instance_id=request.instance_id if request.instance_id is not None else current.instance_id,
         rack_id=request.rack_id if request.rack_id is not None else current.rack_id,
         server_assignor=request.server_assignor or current.server_assignor,
+        classic=None,  # a ConsumerGroupHeartbeat member speaks the consumer protocol
     )
     bump = member is None
     if member is None or updated.metadata_value() != current.metadata_value():
@@ -316,7 +327,7 @@ def fence_member(
     _refresh_subscription_metadata(scratch, topics)
     _advance_epoch_and_target(scratch, config, bump=True)
     result: Result[ConsumerGroupHeartbeatResponse] = Result(records=scratch.records)
-    for kind in (SESSION_TIMER, REVOCATION_TIMER):
+    for kind in (SESSION_TIMER, REVOCATION_TIMER, JOIN_TIMER, SYNC_TIMER):
         key: TimerKey = (kind, group_id, member_id)
         if deadlines.pop(key, None) is not None:
             result.timers.append(TimerRequest(key, None))

@@ -12,11 +12,14 @@ from dataclasses import replace
 
 from tidelog.coordinator.consumer_group import ConsumerGroup, ConsumerMember, to_topic_partitions
 from tidelog.coordinator.messages import (
+    JOIN_TIMER,
     REVOCATION_TIMER,
     SESSION_TIMER,
+    SYNC_TIMER,
     ConsumerGroupHeartbeatResponse,
     Result,
     TimerKey,
+    TimerRequest,
 )
 from tidelog.coordinator.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -97,3 +100,36 @@ def replace_static(
     key = ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id)
     scratch.emit(key, replacement.assignment_value())
     return scratch, replacement
+
+
+def replace_member(
+    group: ConsumerGroup,
+    old: ConsumerMember,
+    member_id: str,
+    deadlines: dict[TimerKey, int],
+) -> tuple[Scratch, ConsumerMember, list[TimerRequest]]:
+    """Kafka's replaceMember: a static member's new incarnation (`member_id`) takes the place
+    of one on the other protocol (a classic member rolled to the consumer protocol or back):
+    the old records go, the new id gets its metadata, target and current assignment at epoch
+    0 (no group epoch bump). Returns the scratch, the new member, the old member's timers
+    cancelled."""
+    scratch = Scratch(group)
+    group_id = group.group_id
+    target = group.target.get(old.member_id, {})
+    scratch.emit(ConsumerGroupCurrentMemberAssignmentKey(group_id, old.member_id), None)
+    scratch.emit(ConsumerGroupTargetAssignmentMemberKey(group_id, old.member_id), None)
+    scratch.emit(ConsumerGroupMemberMetadataKey(group_id, old.member_id), None)
+    cancelled: list[TimerRequest] = []
+    for kind in (SESSION_TIMER, REVOCATION_TIMER, JOIN_TIMER, SYNC_TIMER):
+        key: TimerKey = (kind, group_id, old.member_id)
+        if deadlines.pop(key, None) is not None:
+            cancelled.append(TimerRequest(key, None))
+    new = replace(old, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+    scratch.emit(ConsumerGroupMemberMetadataKey(group_id, member_id), new.metadata_value())
+    scratch.emit(
+        ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+        ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)),
+    )
+    key_c = ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id)
+    scratch.emit(key_c, new.assignment_value())
+    return scratch, new, cancelled

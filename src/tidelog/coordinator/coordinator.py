@@ -13,9 +13,16 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-from tidelog.coordinator import classic, classic_sync, consumer_heartbeat
+from tidelog.coordinator import (
+    classic,
+    classic_members,
+    classic_sync,
+    consumer_heartbeat,
+    migration,
+)
 from tidelog.coordinator.consumer_group import ConsumerGroup
 from tidelog.coordinator.group import ClassicGroup, GroupState, validate_commit
 from tidelog.coordinator.messages import (
@@ -52,7 +59,7 @@ from tidelog.coordinator.records import (
     OffsetCommitValue,
 )
 from tidelog.coordinator.txn_offsets import PendingTxnOffsets, TransactionalRecord, TransactionEnd
-from tidelog.errors import ErrorCode
+from tidelog.errors import CorruptRecordError, ErrorCode
 
 Group = ClassicGroup | ConsumerGroup
 
@@ -165,25 +172,44 @@ class GroupCoordinatorShard:
         timers: list[TimerRequest] = []
         for group in self.groups.values():
             if isinstance(group, ConsumerGroup):
-                for member_id in group.members:
+                for member_id, member in group.members.items():
                     key = (SESSION_TIMER, group.group_id, member_id)
-                    self.deadlines[key] = now_ms + self.config.consumer_session_timeout_ms
+                    session = self.config.consumer_session_timeout_ms
+                    if member.classic is not None:  # joined by JoinGroup (mixed group)
+                        session = member.classic.session_timeout_ms
+                    self.deadlines[key] = now_ms + session
                     timers.append(TimerRequest(key, self.deadlines[key]))
             else:
-                for member in group.members.values():
-                    member.session_deadline_ms = now_ms + member.session_timeout_ms
-                    key = (HEARTBEAT_TIMER, group.group_id, member.member_id)
-                    timers.append(TimerRequest(key, member.session_deadline_ms))
+                for item in group.members.values():
+                    item.session_deadline_ms = now_ms + item.session_timeout_ms
+                    key = (HEARTBEAT_TIMER, group.group_id, item.member_id)
+                    timers.append(TimerRequest(key, item.session_deadline_ms))
         return timers
 
     # ------------------------------------------------------------ classic protocol
 
-    def join_group(self, request: JoinGroupRequest, now_ms: int) -> Result[JoinGroupResponse]:
+    def join_group(
+        self, request: JoinGroupRequest, now_ms: int, topics: TopicsImage | None = None
+    ) -> Result[JoinGroupResponse]:
         if not request.group_id:
             return Result(response=JoinGroupResponse(ErrorCode.INVALID_GROUP_ID))
         group = self.groups.get(request.group_id)
+        prefix: list[CoordinatorRecord] = []
         if isinstance(group, ConsumerGroup):
-            return Result(response=JoinGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            if not (
+                self.config.min_session_timeout_ms
+                <= request.session_timeout_ms
+                <= self.config.max_session_timeout_ms
+            ):
+                error = JoinGroupResponse(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
+                return Result(response=error)
+            if group.members:
+                # A classic member joins a consumer group (KIP-848 mixed group).
+                return self._join_consumer_group(group, request, topics or {}, now_ms)
+            # An empty consumer group becomes a classic group (Kafka: its records go).
+            prefix = consumer_heartbeat.delete_records(group)
+            del self.groups[request.group_id]
+            group = None
         created = group is None
         if group is None:
             if request.member_id:
@@ -193,14 +219,51 @@ class GroupCoordinatorShard:
             self.groups[request.group_id] = group
         result = classic.join_group(group, request, self.config, now_ms)
         if created and not group.members and not group.pending_members and not result.records:
-            del self.groups[request.group_id]  # a refused first join leaves no group behind
+            if prefix:
+                result.records[:0] = prefix  # the consumer group's tombstones, still
+            else:
+                del self.groups[request.group_id]  # a refused first join leaves no group behind
+            return result
+        result.records[:0] = prefix
         return result
+
+    def _join_consumer_group(
+        self, group: ConsumerGroup, request: JoinGroupRequest, topics: TopicsImage, now_ms: int
+    ) -> Result[JoinGroupResponse]:
+        replaced = migration.replaced_last_consumer_member(group, request, self.config)
+        result = classic_members.join_group(
+            group, request, topics, self.config, self.deadlines, now_ms
+        )
+        if replaced is None or result.response is None:
+            return result
+        if result.response.error is not ErrorCode.NONE:
+            return result
+        # The last consumer-protocol member was replaced by a classic static member: the group
+        # becomes classic at once, the newcomer holding its predecessor's target (Kafka).
+        joined = ConsumerGroup(group.group_id, group.group_epoch, group.assignment_epoch,
+                               dict(group.members), dict(group.target),
+                               dict(group.subscription_metadata))
+        for record in result.records:
+            joined.replay(record)
+        converted, conversion = migration.to_classic_group(
+            group, replaced, self.config, self.deadlines, now_ms,
+            replacement=joined.members[result.response.member_id],
+        )
+        self.groups[group.group_id] = converted
+        response = replace(result.response, generation_id=converted.generation_id)
+        return Result(
+            conversion.records, response, result.completions + conversion.completions,
+            result.timers + conversion.timers,
+        )
 
     def _classic(self, group_id: str) -> ClassicGroup | None:
         group = self.groups.get(group_id)
         return group if isinstance(group, ClassicGroup) else None
 
     def sync_group(self, request: SyncGroupRequest, now_ms: int) -> Result[SyncGroupResponse]:
+        mixed = self.groups.get(request.group_id)
+        if isinstance(mixed, ConsumerGroup):
+            return classic_members.sync_group(mixed, request, self.deadlines, now_ms)
         group = self._classic(request.group_id)
         if group is None:
             return Result(response=SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -209,12 +272,22 @@ class GroupCoordinatorShard:
     def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result[ErrorCode]:
         if not request.group_id:
             return Result(response=ErrorCode.INVALID_GROUP_ID)  # checked before the member
+        mixed = self.groups.get(request.group_id)
+        if isinstance(mixed, ConsumerGroup):
+            return classic_members.heartbeat(mixed, request, self.deadlines, now_ms)
         group = self._classic(request.group_id)
         if group is None:
             return Result(response=ErrorCode.UNKNOWN_MEMBER_ID)
         return classic_sync.heartbeat(group, request, self.config, now_ms)
 
-    def leave_group(self, request: LeaveGroupRequest, now_ms: int) -> Result[LeaveGroupResponse]:
+    def leave_group(
+        self, request: LeaveGroupRequest, now_ms: int, topics: TopicsImage | None = None
+    ) -> Result[LeaveGroupResponse]:
+        mixed = self.groups.get(request.group_id)
+        if isinstance(mixed, ConsumerGroup):
+            return classic_members.leave_group(
+                mixed, request, topics or {}, self.config, self.deadlines
+            )
         group = self._classic(request.group_id)
         if group is None:
             return Result(response=LeaveGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -238,22 +311,60 @@ class GroupCoordinatorShard:
             return Result(response=error)
         group = self.groups.get(request.group_id)
         prefix: list[CoordinatorRecord] = []
+        upgrade: Result[None] | None = None
         if isinstance(group, ClassicGroup):
             if group.members or group.state is not GroupState.EMPTY:
-                message = f"group {request.group_id} is a classic group"
-                return Result(
-                    response=ConsumerGroupHeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, message)
-                )
-            # An empty classic group converts: its metadata goes, its offsets stay.
-            prefix.append(CoordinatorRecord(GroupMetadataKey(request.group_id), None))
-            group = None
+                message = f"Group {request.group_id} is not a consumer group"
+                # Only a joining member (epoch 0) may create, hence upgrade, a consumer group.
+                if request.member_epoch != 0 or not migration.can_upgrade(group, self.config):
+                    return Result(
+                        response=ConsumerGroupHeartbeatResponse(
+                            ErrorCode.GROUP_ID_NOT_FOUND, message
+                        )
+                    )
+                try:  # online upgrade: the classic members become members of a consumer group
+                    group, upgrade = migration.to_consumer_group(group, topics, {}, now_ms)
+                except CorruptRecordError:
+                    return Result(
+                        response=ConsumerGroupHeartbeatResponse(
+                            ErrorCode.GROUP_ID_NOT_FOUND, message
+                        )
+                    )
+                prefix = upgrade.records
+            else:
+                # An empty classic group converts: its metadata goes, its offsets stay.
+                prefix.append(CoordinatorRecord(GroupMetadataKey(request.group_id), None))
+                group = None
         consumer = group if isinstance(group, ConsumerGroup) else ConsumerGroup(request.group_id)
+        leaving = request.member_epoch == consumer_heartbeat.LEAVE_GROUP_MEMBER_EPOCH
+        if leaving and migration.can_downgrade(consumer, request.member_id, self.config):
+            return self._downgrade(consumer, request.member_id, now_ms)
         result = consumer_heartbeat.consumer_group_heartbeat(
             consumer, request, topics, self.config, self.deadlines, now_ms
         )
         if result.records:
             result.records[:0] = prefix
+            if upgrade is not None:
+                # The conversion happens: parked classic requests rejoin, sessions carry over.
+                timers = upgrade.timers
+                for timer in timers:
+                    if timer.deadline_ms is not None:
+                        self.deadlines[timer.key] = timer.deadline_ms
+                result.timers[:0] = timers
+                result.completions[:0] = upgrade.completions
         return result
+
+    def _downgrade(self, group: ConsumerGroup, leaving: str, now_ms: int) -> Result[Any]:
+        """The last consumer-protocol member goes: the group becomes classic, in place (its
+        join phase is in memory, as every classic group's); the records persist it."""
+        converted, result = migration.to_classic_group(
+            group, leaving, self.config, self.deadlines, now_ms
+        )
+        self.groups[group.group_id] = converted
+        response = ConsumerGroupHeartbeatResponse(
+            ErrorCode.NONE, None, leaving, consumer_heartbeat.LEAVE_GROUP_MEMBER_EPOCH
+        )
+        return Result(result.records, response, result.completions, result.timers)
 
     # ------------------------------------------------------------ timers
 
@@ -262,6 +373,14 @@ class GroupCoordinatorShard:
         if isinstance(group, ClassicGroup):
             return classic_sync.on_timer(group, key, self.config, now_ms)  # type: ignore[return-value]
         if isinstance(group, ConsumerGroup):
+            deadline = self.deadlines.get(key)
+            member_id = key[2]
+            if (
+                deadline is not None
+                and now_ms >= deadline
+                and migration.can_downgrade(group, member_id, self.config)
+            ):
+                return self._downgrade(group, member_id, now_ms)  # fenced: downgrade
             return consumer_heartbeat.on_timer(  # type: ignore[return-value]
                 group, key, topics, self.config, self.deadlines, now_ms
             )
@@ -333,6 +452,11 @@ class GroupCoordinatorShard:
             return ErrorCode.NONE
         if request.member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.members[request.member_id].classic is not None:
+            # A classic member of a mixed group commits as classic members do (any version).
+            if request.generation_id != group.members[request.member_id].member_epoch:
+                return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.NONE
         if request.api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         return group.validate_epoch(request.member_id, request.generation_id)

@@ -229,6 +229,9 @@ class ClassicGroup:
                     group_instance_id=item.group_instance_id,
                 )
                 self.members[item.member_id] = member
+            elif member.metadata(value.protocol) != item.subscription:
+                # A later generation of a member already known (its subscription changed).
+                member.protocols = ((value.protocol or "", item.subscription),)
             member.assignment = item.assignment
         self.static_members = {
             m.group_instance_id: m.member_id
@@ -236,6 +239,10 @@ class ClassicGroup:
             if m.group_instance_id is not None
         }
         self.pending_sync.clear()
+        if self.state is GroupState.PREPARING_REBALANCE and self.members:
+            # Only a downgraded group (KIP-848 migration) is written while rebalancing: it was
+            # put in place and told to rebalance; its record must not end that.
+            return
         self.state = GroupState.STABLE if self.members else GroupState.EMPTY
 
 

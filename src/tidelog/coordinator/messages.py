@@ -67,6 +67,16 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
     consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
+    # group.consumer.migration.policy: bidirectional | upgrade | downgrade | disabled
+    consumer_migration_policy: str = "bidirectional"
+
+    def upgrade_enabled(self) -> bool:
+        """A non-empty classic group may become a consumer group (KIP-848 online migration)."""
+        return self.consumer_migration_policy in ("bidirectional", "upgrade")
+
+    def downgrade_enabled(self) -> bool:
+        """A consumer group left with classic members only may become a classic group."""
+        return self.consumer_migration_policy in ("bidirectional", "downgrade")
 
 
 # Topics as the coordinator sees them: name -> (topic id, partition count).
@@ -239,6 +249,7 @@ class DescribedMember:
     subscribed_topic_regex: str | None = None
     assigned: tuple[TopicPartitions, ...] = ()
     target: tuple[TopicPartitions, ...] = ()
+    classic: bool = False  # a classic-protocol member of a consumer group (mixed group)
 
 
 @dataclass(frozen=True, slots=True)

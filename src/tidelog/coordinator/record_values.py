@@ -23,7 +23,9 @@ Value layouts::
     ConsumerGroupMemberMetadataValue v0 (flexible)
         instance_id string?, rack_id string?, client_id string, client_host string,
         subscribed_topic_names [string], subscribed_topic_regex string?,
-        server_assignor string?, rebalance_timeout_ms int32
+        server_assignor string?, rebalance_timeout_ms int32,
+        tag 0: classic_member_metadata (a member using the classic protocol in a mixed group)
+            [session_timeout_ms int32, supported_protocols [name string, metadata bytes]]
     ConsumerGroupTargetAssignmentMetadataValue v0 (flexible)  assignment_epoch int32
     ConsumerGroupTargetAssignmentMemberValue v0 (flexible)
         topic_partitions [topic_id uuid, partitions [int32]]
@@ -157,6 +159,28 @@ class ConsumerGroupPartitionMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicProtocol:
+    name: str
+    metadata: bytes
+    SCHEMA: ClassVar[tuple[FieldSpec, ...]] = (
+        FieldSpec("name", STRING),
+        FieldSpec("metadata", BYTES),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member joining by JoinGroup brought: its session timeout and protocols."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[ClassicProtocol, ...]
+    SCHEMA: ClassVar[tuple[FieldSpec, ...]] = (
+        FieldSpec("session_timeout_ms", INT32),
+        FieldSpec("supported_protocols", ClassicProtocol),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue:
     client_id: str
     client_host: str
@@ -166,6 +190,7 @@ class ConsumerGroupMemberMetadataValue:
     rack_id: str | None = None
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
+    classic_member_metadata: ClassicMemberMetadata | None = None
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0
     SCHEMA: ClassVar[tuple[FieldSpec, ...]] = (
@@ -177,6 +202,7 @@ class ConsumerGroupMemberMetadataValue:
         FieldSpec("subscribed_topic_regex", NULLABLE_STRING),
         FieldSpec("server_assignor", NULLABLE_STRING),
         FieldSpec("rebalance_timeout_ms", INT32),
+        FieldSpec("classic_member_metadata", ClassicMemberMetadata, tag=0),
     )
 
     def version(self) -> int:

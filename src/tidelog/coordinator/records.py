@@ -28,6 +28,8 @@ from tidelog.coordinator.record_keys import (
     RecordKey,
 )
 from tidelog.coordinator.record_values import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,
@@ -45,6 +47,8 @@ from tidelog.coordinator.schema import I16, Reader, Writer, read_struct, write_s
 from tidelog.errors import CorruptRecordError
 
 __all__ = [
+    "ClassicMemberMetadata",
+    "ClassicProtocol",
     "ConsumerGroupCurrentMemberAssignmentKey",
     "ConsumerGroupCurrentMemberAssignmentValue",
     "ConsumerGroupMemberMetadataKey",

@@ -3,8 +3,10 @@
 A record class lists its fields as `FieldSpec(name, kind, min_version, max_version)`; the
 engine writes and reads them for one version, non-flexible (int16 string lengths, int32 array
 counts and bytes lengths, -1 = null) or flexible (compact lengths as uvarint length+1, 0 = null,
-and a tagged-field section after each struct: written empty, skipped on read). Every declared
-length is checked against the bytes that remain; bad input raises `CorruptRecordError`.
+and a tagged-field section after each struct: uvarint count, then per field uvarint tag, uvarint
+size and the bytes). A field declared with `tag` is a nullable struct written there when not
+None (Kafka's `taggedVersions`); unknown tags are skipped on read. Every declared length is
+checked against the bytes that remain; bad input raises `CorruptRecordError`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class FieldSpec:
     kind: str | type
     min_version: int = 0
     max_version: int = 32767
+    tag: int | None = None  # a tagged (flexible-only, nullable) struct field
 
 
 class Writer:
@@ -122,20 +125,33 @@ class Reader:
         return text
 
     def skip_tagged_fields(self) -> None:
+        self.tagged_fields()
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        """The tagged-field section: tag -> its bytes (a repeated tag keeps the last)."""
+        found: dict[int, bytes] = {}
         for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.take(self.uvarint())
+            tag = self.uvarint()
+            found[tag] = self.take(self.uvarint())
+        return found
 
 
 _FIXED: dict[str, struct.Struct] = {INT8: _I8, INT16: I16, INT32: _I32, INT64: _I64}
 
 
 def write_struct(writer: Writer, value: Any, version: int) -> None:
+    tagged: list[tuple[int, bytes]] = []
     for spec in value.SCHEMA:
         if not spec.min_version <= version <= spec.max_version:
             continue
         item = getattr(value, spec.name)
         kind = spec.kind
+        if spec.tag is not None:
+            if item is not None and writer.flexible:
+                inner = Writer(flexible=True)
+                write_struct(inner, item, version)
+                tagged.append((spec.tag, bytes(inner.out)))
+            continue
         if isinstance(kind, type):
             writer.length(len(item), _I32)
             for element in item:
@@ -158,7 +174,11 @@ def write_struct(writer: Writer, value: Any, version: int) -> None:
             for number in item:
                 writer.out += _I32.pack(number)
     if writer.flexible:
-        writer.uvarint(0)
+        writer.uvarint(len(tagged))
+        for tag, data in sorted(tagged):
+            writer.uvarint(tag)
+            writer.uvarint(len(data))
+            writer.out += data
 
 
 def read_array(reader: Reader, read_one: Callable[[], Any]) -> tuple[Any, ...]:
@@ -172,10 +192,14 @@ def read_array(reader: Reader, read_one: Callable[[], Any]) -> tuple[Any, ...]:
 
 def read_struct(reader: Reader, cls: type, version: int) -> Any:
     values: dict[str, Any] = {}
+    tagged_specs: list[FieldSpec] = []
     for spec in cls.SCHEMA:  # type: ignore[attr-defined]
         if not spec.min_version <= version <= spec.max_version:
             continue
         kind = spec.kind
+        if spec.tag is not None:
+            tagged_specs.append(spec)
+            continue
         if isinstance(kind, type):
             values[spec.name] = read_array(reader, partial(read_struct, reader, kind, version))
         elif kind in _FIXED:
@@ -194,5 +218,13 @@ def read_struct(reader: Reader, cls: type, version: int) -> Any:
         elif kind == INT32_ARRAY:
             values[spec.name] = read_array(reader, lambda: reader.unpack(_I32))
     if reader.flexible:
-        reader.skip_tagged_fields()
+        found = reader.tagged_fields()
+        for spec in tagged_specs:
+            data = found.get(spec.tag)  # type: ignore[arg-type]
+            if data is not None and isinstance(spec.kind, type):
+                inner = Reader(data, flexible=True)
+                values[spec.name] = read_struct(inner, spec.kind, version)
+                if inner.position != len(data):
+                    raise CorruptRecordError(f"coordinator record: tagged field {spec.tag} "
+                                             "has trailing bytes")
     return cls(**values)

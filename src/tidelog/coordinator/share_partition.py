@@ -9,7 +9,8 @@ method keeps). Their number is bounded by `max_record_locks`
 
 States (Kafka's RecordState codes, also what `__share_group_state` stores)::
 
-    AVAILABLE     0  may be acquired (never delivered, released, or its lock expired)
+    AVAILABLE     0  may be acquired (never delivered, released, or its lock expired), from
+                     `deadline_ms` on when the group has a retry back-off (share_retry.py)
     ACQUIRED      1  delivered to `member_id` until `deadline_ms` (persisted as AVAILABLE)
     ACKNOWLEDGED  2  accepted: never delivered again
     ARCHIVING     3  rejected or over the limit in a group with a dead-letter topic (KIP-1191):
@@ -19,7 +20,9 @@ States (Kafka's RecordState codes, also what `__share_group_state` stores)::
 Transitions: AVAILABLE -> ACQUIRED (acquire: delivery_count + 1); ACQUIRED -> ACKNOWLEDGED
 (accept), ARCHIVED (reject, gap), AVAILABLE (release, lock expiry, member gone) or ARCHIVED
 instead when the delivery count reached `delivery_count_limit`; ACQUIRED -> ACQUIRED (renew:
-new deadline). The SPSO moves over every ACKNOWLEDGED/ARCHIVED prefix, dropping those records.
+new deadline). A record the group's filter drops (`LogBatch.filtered`) goes from AVAILABLE
+(or new) to ACKNOWLEDGED without being delivered. The SPSO moves over every
+ACKNOWLEDGED/ARCHIVED prefix, dropping those records.
 An acknowledgement is checked whole before any of it applies: a bad one changes nothing.
 """
 
@@ -29,6 +32,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from tidelog.coordinator.share_retry import backoff_ms
 from tidelog.errors import ErrorCode
 
 
@@ -63,6 +67,8 @@ MAX_ACKNOWLEDGED_RANGE = 1_000_000  # one batch may not name more offsets than t
 
 
 class InFlightRecord:
+    # deadline_ms: ACQUIRED, when the lock expires; AVAILABLE, when its retry back-off ends
+    # (0: at once).
     __slots__ = ("deadline_ms", "delivery_count", "member_id", "state")
 
     def __init__(self, state: RecordState, delivery_count: int, member_id: str = "",
@@ -79,6 +85,7 @@ class ShareSettings:
     delivery_count_limit: int = 5  # share.delivery.count.limit
     max_record_locks: int = 2000  # group.share.partition.max.record.locks
     dead_letter: bool = False  # the group has errors.deadletterqueue.topic.name (KIP-1191)
+    retry_backoff_ms: tuple[int, ...] = ()  # tidelog.share.retry.backoff.ms, parsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +109,7 @@ class LogBatch:
     base_offset: int
     last_offset: int
     is_control: bool = False  # never delivered: a control batch, or an aborted transaction's
+    filtered: frozenset[int] = frozenset()  # offsets the group's filter drops (acknowledged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +132,7 @@ class Counters:
     lock_expiries: int = 0
     redeliveries: int = 0
     dead_letter_copies: int = 0
+    filtered: int = 0  # acknowledged by the broker: the group's filter did not match
 
 
 def _add_range(ranges: list[AcquiredRange], first: int, last: int, delivery_count: int) -> None:
@@ -175,23 +184,33 @@ class SharePartition:
     def acquired_count(self) -> int:
         return sum(1 for r in self.records.values() if r.state is RecordState.ACQUIRED)
 
-    def next_deadline_ms(self) -> int | None:
+    def next_deadline_ms(self, now_ms: int | None = None) -> int | None:
+        """The next lock expiry, or (given `now_ms`) the next end of a retry back-off."""
         deadlines = [r.deadline_ms for r in self.records.values()
-                     if r.state is RecordState.ACQUIRED]
+                     if r.state is RecordState.ACQUIRED or (
+                         now_ms is not None and r.state is RecordState.AVAILABLE
+                         and r.deadline_ms > now_ms)]
         return min(deadlines) if deadlines else None
 
-    def first_acquirable(self) -> int:
-        """Where a read for acquisition should start: the lowest AVAILABLE in-flight offset,
-        else the SPEO."""
+    def first_acquirable(self, now_ms: int | None = None) -> int:
+        """Where a read for acquisition should start: the lowest AVAILABLE in-flight offset
+        (past its back-off, given `now_ms`), else the SPEO."""
         for offset in range(self.start_offset, self.end_offset):
-            if self.records[offset].state is RecordState.AVAILABLE:
+            record = self.records[offset]
+            if record.state is RecordState.AVAILABLE and (
+                    now_ms is None or record.deadline_ms <= now_ms):
                 return offset
         return self.end_offset
 
-    def can_acquire(self, log_end_offset: int) -> bool:
-        if any(r.state is RecordState.AVAILABLE for r in self.records.values()):
+    def can_acquire(self, log_end_offset: int, now_ms: int | None = None) -> bool:
+        if any(r.state is RecordState.AVAILABLE and (now_ms is None or r.deadline_ms <= now_ms)
+               for r in self.records.values()):
             return True
         return self.end_offset < log_end_offset and self._room() > 0
+
+    def has_room(self) -> bool:
+        """Whether new offsets (past the SPEO) may be acquired now."""
+        return self._room() > 0
 
     def _room(self) -> int:
         return self.settings.max_record_locks - (self.end_offset - self.start_offset)
@@ -203,8 +222,10 @@ class SharePartition:
         """Acquire for `member_id` from the batches of a log read (ascending, starting at or
         before `first_acquirable()`): AVAILABLE in-flight offsets and new offsets past the
         SPEO, whole batches until `max_records` is reached (Kafka lets batch alignment exceed
-        it), new offsets only while fewer than `max_record_locks` are in flight. Returns the
-        acquired ranges and the indexes of the batches holding any of them."""
+        it), new offsets only while fewer than `max_record_locks` are in flight. AVAILABLE
+        records still in their retry back-off are skipped; offsets in a batch's `filtered`
+        set are acknowledged instead of acquired. Returns the acquired ranges and the indexes
+        of the batches holding any of them."""
         deadline = now_ms + self.settings.record_lock_duration_ms
         ranges: list[AcquiredRange] = []
         used: list[int] = []
@@ -220,14 +241,19 @@ class SharePartition:
                 self._extend(batch.base_offset, RecordState.ARCHIVED)
             acquired_here = 0
             first = max(batch.base_offset, self.start_offset)
+            filtered = batch.filtered
             # Offsets already in flight: only AVAILABLE ones are acquired again.
             for offset in range(first, min(batch.last_offset + 1, self.end_offset)):
                 record = records[offset]
-                if record.state is not RecordState.AVAILABLE:
+                if record.state is not RecordState.AVAILABLE or record.deadline_ms > now_ms:
                     continue
                 self.dirty.add(offset)
                 if batch.is_control:  # markers are never delivered
                     record.state = RecordState.ARCHIVED
+                    continue
+                if offset in filtered:
+                    record.state = RecordState.ACKNOWLEDGED
+                    self.counters.filtered += 1
                     continue
                 record.state = RecordState.ACQUIRED
                 record.delivery_count += 1
@@ -250,7 +276,9 @@ class SharePartition:
                                                      member_id, deadline)
                 self.dirty.update(range(new_first, new_last + 1))
                 self.end_offset = new_last + 1
-                if not batch.is_control:
+                if filtered and not batch.is_control:
+                    acquired_here += self._drop_filtered(ranges, new_first, new_last, filtered)
+                elif not batch.is_control:
                     acquired_here += new_last - new_first + 1
                     _add_range(ranges, new_first, new_last, 1)
             if acquired_here:
@@ -259,6 +287,26 @@ class SharePartition:
         self.counters.acquired += count
         self._advance()
         return ranges, used
+
+    def _drop_filtered(self, ranges: list[AcquiredRange], first: int, last: int,
+                       filtered: frozenset[int]) -> int:
+        """New offsets [first, last] were acquired: those the filter drops become
+        ACKNOWLEDGED (never delivered), the rest go into `ranges`. Returns how many remain."""
+        records = self.records
+        dropped = sorted(o for o in filtered if first <= o <= last)
+        start = first
+        for offset in dropped:  # runs between dropped offsets go out whole
+            if offset > start:
+                _add_range(ranges, start, offset - 1, 1)
+            record = records[offset]
+            record.state = RecordState.ACKNOWLEDGED
+            record.delivery_count = 0
+            record.member_id = ""
+            start = offset + 1
+        if start <= last:
+            _add_range(ranges, start, last, 1)
+        self.counters.filtered += len(dropped)
+        return last - first + 1 - len(dropped)
 
     def _extend(self, new_end: int, state: RecordState) -> None:
         for offset in range(self.end_offset, new_end):
@@ -325,7 +373,7 @@ class SharePartition:
             return
         if kind is AcknowledgeType.RELEASE:
             self.counters.released += 1
-            self._make_available(offset, record)
+            self._make_available(offset, record, now_ms)
             return
         record.state = _FINAL_STATE[kind]
         record.member_id = ""
@@ -361,12 +409,17 @@ class SharePartition:
                 self.dirty.add(offset)
         self._advance()
 
-    def _make_available(self, offset: int, record: InFlightRecord) -> None:
+    def _make_available(self, offset: int, record: InFlightRecord,
+                        now_ms: int | None = None) -> None:
+        """Released (`now_ms` given: after the group's retry back-off for its delivery
+        count) or archived at the delivery-count limit."""
         record.member_id = ""
         if record.delivery_count >= self.settings.delivery_count_limit:
             self._archive(offset, record, DELIVERY_COUNT_LIMIT)
         else:
             record.state = RecordState.AVAILABLE
+            wait_ms = backoff_ms(self.settings.retry_backoff_ms, record.delivery_count)
+            record.deadline_ms = now_ms + wait_ms if now_ms is not None and wait_ms else 0
         self.dirty.add(offset)
 
     def expire(self, now_ms: int) -> int:
@@ -375,7 +428,7 @@ class SharePartition:
         expired = 0
         for offset, record in self.records.items():
             if record.state is RecordState.ACQUIRED and record.deadline_ms <= now_ms:
-                self._make_available(offset, record)
+                self._make_available(offset, record, now_ms)
                 expired += 1
         if expired:
             self.counters.lock_expiries += expired
@@ -383,7 +436,8 @@ class SharePartition:
         return expired
 
     def release_member(self, member_id: str) -> int:
-        """A member left or closed its share session: its acquired records go back."""
+        """A member left or closed its share session: its acquired records go back, at once
+        (no retry back-off: they were not processed and failed)."""
         released = 0
         for offset, record in self.records.items():
             if record.state is RecordState.ACQUIRED and record.member_id == member_id:
@@ -461,6 +515,7 @@ class SharePartition:
                 record.state = RecordState(batch.delivery_state)
                 record.delivery_count = batch.delivery_count
                 record.member_id = ""
+                record.deadline_ms = 0  # a retry back-off is not persisted: available now
                 if record.state is RecordState.ARCHIVING:  # its copy may not have been made
                     reason = (DELIVERY_COUNT_LIMIT if record.delivery_count
                               >= self.settings.delivery_count_limit else REJECTED)

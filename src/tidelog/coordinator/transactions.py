@@ -1,4 +1,5 @@
-"""The transaction coordinator (Kafka's TransactionCoordinator, transaction version 1), pure (D14).
+"""The transaction coordinator (Kafka's TransactionCoordinator, transaction versions 1 and 2),
+pure (D14).
 
 State per transactional id (`TransactionMetadata`) changes only by `replay(record)` of
 `__transaction_state` records. Each operation takes plain arguments and `now_ms` and returns a
@@ -18,6 +19,16 @@ States (TransactionState codes of the log):
     CompleteAbort   all ABORT markers written
     Dead            expired id (not produced by Tidelog yet)
     PrepareEpochFence  never written by Tidelog: the fence writes PrepareAbort at epoch + 1
+
+Transaction version 2 (KIP-890 part 2: EndTxn v5+, `bump=True`): ending a transaction bumps the
+producer epoch in its Prepare* record, so the markers carry the new epoch and a late write of
+the old epoch is fenced at every partition; EndTxn answers the new producer id and epoch. At an
+exhausted epoch the Prepare* record takes epoch Short.MaxValue and the Complete* record moves to
+a new producer id at epoch 0 (Kafka's nextProducerId; kept in memory here, as the records are
+written in TransactionLogValue v0). A retry of the EndTxn whose answer was lost (the request's
+epoch is one below, or its producer id the previous one) gets the same answer. An abort with no
+transaction in progress (Empty, Complete*) bumps the epoch too: a TV2 client may abort a
+transaction whose first write never reached a partition.
 
 Errors follow Kafka: an unknown id or another producer id is INVALID_PRODUCER_ID_MAPPING, an old
 epoch PRODUCER_FENCED, a request during Prepare* CONCURRENT_TRANSACTIONS, a transition the state
@@ -42,12 +53,12 @@ MAX_EPOCH = 32767
 _EXHAUSTED_EPOCH = MAX_EPOCH - 1  # Kafka bumps to a new producer id at Short.MaxValue - 1
 S = TransactionState
 _TRANSITIONS: dict[S, frozenset[S]] = {
-    S.EMPTY: frozenset({S.EMPTY, S.ONGOING, S.DEAD}),
+    S.EMPTY: frozenset({S.EMPTY, S.ONGOING, S.DEAD, S.PREPARE_ABORT}),  # TV2: abort with none
     S.ONGOING: frozenset({S.ONGOING, S.PREPARE_COMMIT, S.PREPARE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.COMPLETE_COMMIT}),
     S.PREPARE_ABORT: frozenset({S.COMPLETE_ABORT}),
-    S.COMPLETE_COMMIT: frozenset({S.EMPTY, S.ONGOING, S.DEAD}),
-    S.COMPLETE_ABORT: frozenset({S.EMPTY, S.ONGOING, S.DEAD}),
+    S.COMPLETE_COMMIT: frozenset({S.EMPTY, S.ONGOING, S.DEAD, S.PREPARE_ABORT}),
+    S.COMPLETE_ABORT: frozenset({S.EMPTY, S.ONGOING, S.DEAD, S.PREPARE_ABORT}),
     S.DEAD: frozenset(),
     S.PREPARE_EPOCH_FENCE: frozenset({S.PREPARE_ABORT}),
 }
@@ -66,6 +77,10 @@ class TransactionMetadata:
     # In memory (Kafka's lastProducerEpoch): the epoch before the last bump, for a retried
     # InitProducerId (KIP-360) whose answer was lost.
     last_producer_epoch: int = -1
+    # In memory (Kafka's previousProducerId/nextProducerId, TV2 at an exhausted epoch): the
+    # producer id the Complete* record moves to, and the one it moved from.
+    next_producer_id: int = -1
+    previous_producer_id: int = -1
 
     def to_value(self) -> TransactionLogValue:
         return TransactionLogValue(
@@ -98,6 +113,8 @@ class TxnResult:
     error: ErrorCode = ErrorCode.NONE
     markers: MarkerRequest | None = None
     init: InitProducerIdResponse | None = None  # InitProducerId's answer
+    # EndTxn v5+ (TV2): the producer id and epoch the client continues with.
+    ended: tuple[int, int] | None = None
 
 
 def _record(metadata: TransactionMetadata) -> TxnLogRecord:
@@ -110,6 +127,9 @@ class TransactionCoordinator:
     def __init__(self, max_timeout_ms: int) -> None:
         self.max_timeout_ms = max_timeout_ms
         self.transactions: dict[str, TransactionMetadata] = {}
+        # A TV2 EndTxn at an exhausted epoch: the new producer id, taken by the replay of its
+        # Prepare* record (the v0 record has no field for it).
+        self._next_ids: dict[str, int] = {}
 
     # ------------------------------------------------------------ replay
 
@@ -121,17 +141,24 @@ class TransactionCoordinator:
             return
         before = self.transactions.get(txn_id)
         last_epoch = -1
+        next_id = previous_id = -1
+        state = TransactionState(value.transaction_status)
         if before is not None:
             last_epoch = before.last_producer_epoch
+            previous_id = before.previous_producer_id
             if value.producer_id == before.producer_id and (
                 value.producer_epoch != before.producer_epoch
             ):
                 last_epoch = before.producer_epoch
+            if value.producer_id != before.producer_id:
+                previous_id = before.producer_id
+            elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                next_id = self._next_ids.pop(txn_id, -1)
         self.transactions[txn_id] = TransactionMetadata(
             txn_id, value.producer_id, value.producer_epoch, value.transaction_timeout_ms,
-            TransactionState(value.transaction_status), value.partitions(),
+            state, value.partitions(),
             value.transaction_last_update_timestamp_ms, value.transaction_start_timestamp_ms,
-            last_epoch,
+            last_epoch, next_id, previous_id,
         )
 
     def load(self, records: Iterable[TxnLogRecord]) -> list[MarkerRequest]:
@@ -226,14 +253,20 @@ class TransactionCoordinator:
     def verify_partition(
         self, transactional_id: str, producer_id: int, producer_epoch: int, tp: tuple[str, int]
     ) -> ErrorCode:
-        """KIP-890 part 1 (AddPartitionsToTxn verify_only): may this producer write `tp`?"""
+        """KIP-890 part 1 (AddPartitionsToTxn verify_only): may this producer write `tp`?
+        Kafka's handleVerifyPartitionsInTransaction answers: another producer id
+        INVALID_PRODUCER_ID_MAPPING, another epoch PRODUCER_FENCED, a transaction being ended
+        CONCURRENT_TRANSACTIONS, a partition not in the transaction TRANSACTION_ABORTABLE (the
+        callers map these for older request versions)."""
         metadata = self.transactions.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if producer_epoch < metadata.producer_epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if producer_epoch != metadata.producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         if metadata.state is not S.ONGOING or tp not in metadata.partitions:
-            return ErrorCode.INVALID_TXN_STATE
+            return ErrorCode.TRANSACTION_ABORTABLE
         return ErrorCode.NONE
 
     # ------------------------------------------------------------ ending
@@ -245,7 +278,17 @@ class TransactionCoordinator:
         producer_epoch: int,
         committed: bool,
         now_ms: int,
+        *,
+        bump: bool = False,
+        new_producer_id: Callable[[], int] | None = None,
     ) -> TxnResult:
+        """EndTxn. `bump`: transaction version 2 (EndTxn v5+), the epoch bumped per
+        transaction; `new_producer_id` serves an exhausted epoch."""
+        if bump:
+            return self._end_v2(
+                transactional_id, producer_id, producer_epoch, committed, now_ms,
+                new_producer_id,
+            )
         metadata, error = self._check_producer(transactional_id, producer_id, producer_epoch)
         if metadata is None:
             return TxnResult(error=error)
@@ -272,6 +315,69 @@ class TransactionCoordinator:
             )
         return TxnResult(error=ErrorCode.INVALID_TXN_STATE)  # Empty, Dead, fencing
 
+    def _end_v2(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        now_ms: int,
+        new_producer_id: Callable[[], int] | None,
+    ) -> TxnResult:
+        """Kafka's endTransaction for TV2 clients (KIP-890 part 2)."""
+        if not transactional_id:
+            return TxnResult(error=ErrorCode.INVALID_REQUEST)
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None:
+            return TxnResult(error=ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        state = metadata.state
+        wanted = S.COMPLETE_COMMIT if committed else S.COMPLETE_ABORT
+        preparing = S.PREPARE_COMMIT if committed else S.PREPARE_ABORT
+        # A retry whose answer was lost: the epoch it ended was bumped by one, or (at an
+        # exhausted epoch) the transaction moved to a new producer id.
+        retry = (
+            producer_id == metadata.producer_id and producer_epoch + 1 == metadata.producer_epoch
+        ) or (
+            producer_id == metadata.previous_producer_id and metadata.producer_epoch == 0
+            and producer_epoch >= _EXHAUSTED_EPOCH
+        )
+        if producer_id != metadata.producer_id and not retry:
+            return TxnResult(error=ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not retry and producer_epoch != metadata.producer_epoch:
+            return TxnResult(error=ErrorCode.PRODUCER_FENCED)
+        if retry:
+            if state is wanted:
+                return TxnResult(ended=(metadata.producer_id, metadata.producer_epoch))
+            if state is preparing:
+                return TxnResult(error=ErrorCode.CONCURRENT_TRANSACTIONS)
+            # Not this request's outcome: an older producer (a zombie) after another bump.
+            return TxnResult(error=ErrorCode.PRODUCER_FENCED)
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
+            return TxnResult(
+                error=ErrorCode.CONCURRENT_TRANSACTIONS if state is preparing
+                else ErrorCode.INVALID_TXN_STATE
+            )
+        if state is not S.ONGOING and (
+            committed or state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        ):
+            return TxnResult(error=ErrorCode.INVALID_TXN_STATE)
+        # Ongoing, or an abort with nothing in progress: Prepare* at the bumped epoch.
+        next_id = -1
+        epoch = metadata.producer_epoch + 1
+        if metadata.producer_epoch >= _EXHAUSTED_EPOCH:
+            if new_producer_id is None:
+                return TxnResult(error=ErrorCode.CONCURRENT_TRANSACTIONS)
+            next_id, epoch = new_producer_id(), MAX_EPOCH
+        prepared = replace(
+            metadata, producer_epoch=epoch, state=preparing, last_update_ms=now_ms,
+            partitions=metadata.partitions if state is S.ONGOING else frozenset(),
+            next_producer_id=next_id,
+        )
+        if next_id >= 0:
+            self._next_ids[transactional_id] = next_id
+        ended = (next_id, 0) if next_id >= 0 else (metadata.producer_id, epoch)
+        return TxnResult([_record(prepared)], markers=self.markers_of(prepared), ended=ended)
+
     def complete_markers(self, transactional_id: str, now_ms: int) -> TxnResult:
         """Every marker of the Prepare* transaction is written: CompleteCommit/CompleteAbort."""
         metadata = self.transactions.get(transactional_id)
@@ -279,6 +385,11 @@ class TransactionCoordinator:
             return TxnResult()
         done = S.COMPLETE_COMMIT if metadata.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
         completed = replace(metadata, state=done, partitions=frozenset(), last_update_ms=now_ms)
+        if metadata.next_producer_id >= 0:  # TV2 at an exhausted epoch: a new producer id
+            completed = replace(
+                completed, producer_id=metadata.next_producer_id, producer_epoch=0,
+                next_producer_id=-1,
+            )
         return TxnResult([_record(completed)])
 
     # ------------------------------------------------------------ timeouts

@@ -4,8 +4,10 @@ Every range is a subset of what kio 0.6.5 can both read and write (checked by th
 of what Apache Kafka 4.3.1 advertises, up to the newest version whose fields Tidelog handles,
 so clients that infer the broker's release from the table infer 4.x (kafka-python 3.x: ListOffsets
 v11 is its 4.2 marker, Produce v13 would be 4.1's). Still below Kafka 4.3.1: Produce v13 and
-OffsetCommit/OffsetFetch v10 (topic ids), EndTxn/TxnOffsetCommit v5 and AddOffsetsToTxn-style
-transaction version 2, InitProducerId v6 (2PC), ListTransactions v2 (docs/decisions.md).
+OffsetCommit/OffsetFetch v10 (topic ids), InitProducerId v6 (2PC), ListTransactions v2
+(docs/decisions.md). Transaction version 2 (KIP-890 part 2: EndTxn and TxnOffsetCommit v5,
+Produce v12's implicit add) is served, and advertised as the finalized feature
+`transaction.version` 2 on a single node (`api_versions_response(features=...)`).
 
 ApiVersions fallback frame (``encode_unsupported_api_versions``), always the v0 layout::
 
@@ -59,10 +61,10 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         22: (0, 5),  # InitProducerId (v5: TRANSACTION_ABORTABLE may be answered; v6 is 2PC)
         23: (2, 4),  # OffsetForLeaderEpoch (kio starts at v2)
         24: (0, 5),  # AddPartitionsToTxn (v4-5: batched, verify_only; single node only)
-        25: (0, 4),  # AddOffsetsToTxn (v5 would be transaction version 2)
-        26: (0, 4),  # EndTxn (v5: transaction version 2, KIP-890 part 2, not served)
+        25: (0, 4),  # AddOffsetsToTxn (Kafka 4's range; TV2 clients send TxnOffsetCommit v5)
+        26: (0, 5),  # EndTxn (v5: transaction version 2, the epoch bumped per transaction)
         27: (1, 2),  # WriteTxnMarkers (v0 was removed by Kafka 4.0; single node)
-        28: (0, 4),  # TxnOffsetCommit
+        28: (0, 5),  # TxnOffsetCommit (v5: TV2, adds the group's partition itself)
         29: (1, 3),  # DescribeAcls (kio starts at v1)
         30: (1, 3),  # CreateAcls (kio starts at v1)
         31: (1, 3),  # DeleteAcls (kio starts at v1)
@@ -186,12 +188,19 @@ def is_supported(api_key: int, api_version: int, supported: Mapping[int, tuple[i
     return version_range is not None and version_range[0] <= api_version <= version_range[1]
 
 
+FEATURES_EPOCH = 1  # finalized_features_epoch: fixed, the levels never change at run time
+
+
 def api_versions_response(
     api_version: int,
     supported: Mapping[int, tuple[int, int]],
     error_code: int = 0,
+    features: Mapping[str, tuple[int, int, int]] | None = None,
 ) -> Any:
-    """An ApiVersionsResponse entity of ``api_version`` (0-4) listing ``supported``."""
+    """An ApiVersionsResponse entity of ``api_version`` (0-4) listing ``supported``.
+    ``features``: name -> (min supported, max supported, finalized level), Kafka's feature
+    fields of v3+ (KIP-584; a client reads e.g. `transaction.version` from the finalized
+    list). As Kafka, v3 leaves out the supported features whose minimum is 0."""
     response_class = load_response_schema(ApiKey.API_VERSIONS, api_version)
     module = sys.modules[response_class.__module__]
     api_keys = tuple(
@@ -201,6 +210,18 @@ def api_versions_response(
     fields: dict[str, Any] = {"error_code": KioErrorCode(error_code), "api_keys": api_keys}
     if api_version >= 1:
         fields["throttle_time"] = timedelta(0)
+    if features and api_version >= 3 and error_code == 0:
+        fields["supported_features"] = tuple(
+            module.SupportedFeatureKey(name=name, min_version=low, max_version=high)
+            for name, (low, high, _) in sorted(features.items())
+            if api_version >= 4 or low > 0
+        )
+        fields["finalized_features_epoch"] = FEATURES_EPOCH
+        fields["finalized_features"] = tuple(
+            module.FinalizedFeatureKey(name=name, max_version_level=level,
+                                       min_version_level=level)
+            for name, (_, _, level) in sorted(features.items())
+        )
     return response_class(**fields)
 
 

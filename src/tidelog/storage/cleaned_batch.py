@@ -14,9 +14,10 @@ Consumers that read the log from the start within delete.retention.ms thus see t
 
 Records without a key cannot be compacted (Kafka rejects them at append with INVALID_RECORD);
 one found in a compacted log (e.g. after cleanup.policy changed) is dropped, as Kafka's cleaner
-does. Control batches (transaction markers) and transactional batches are kept as they are
-(an aborted record must not replace the committed one of its key). A batch left with no
-records is dropped: the offsets it spanned become a gap that fetch and consumers skip.
+does. Transactions are the pass's business (cleaner_pass.py: aborted batches are removed
+whole, markers kept or stamped with `stamp_delete_horizon`); a committed transactional batch
+is compacted here like any other. A batch left with no records is dropped: the offsets it
+spanned become a gap that fetch and consumers skip.
 
 Pure functions over bytes; raise CorruptRecordError on malformed batches.
 """
@@ -122,10 +123,8 @@ def clean_batch(
     when some records go or a delete horizon is stamped, None when no record survives.
 
     Every record of `batch` must be below the end of what `offset_map` covers."""
-    if batch.is_control or batch.is_transactional:
-        # Markers, and transactional records (an aborted one must not replace the committed
-        # record of its key; Kafka's cleaner removes aborted ones, Tidelog keeps both).
-        return batch.buffer
+    if batch.is_control:
+        return batch.buffer  # markers: the pass decides (cleaner_pass._clean_marker)
     data = records_section(batch)
     records = parse_records(batch, data)
     horizon = batch.base_timestamp if batch.has_delete_horizon else None
@@ -148,6 +147,14 @@ def clean_batch(
     if len(kept) == len(records) and new_horizon == horizon:
         return batch.buffer
     return _rewrite(batch, data, kept, new_horizon)
+
+
+def stamp_delete_horizon(batch: RecordBatch, horizon_ms: int) -> bytearray:
+    """The batch, every record kept, with a delete horizon: how Kafka's cleaner delays the
+    removal of a transaction marker whose transaction's data is gone (by delete.retention.ms,
+    as for tombstones)."""
+    data = records_section(batch)
+    return _rewrite(batch, data, parse_records(batch, data), horizon_ms)
 
 
 def _rewrite(

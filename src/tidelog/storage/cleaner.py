@@ -5,10 +5,13 @@ each log's first dirty offset (`cleaner-offset-checkpoint`) and delete horizons;
 `cleaner_pass.py` does one pass (Kafka's Cleaner: build the offset map, rewrite and swap).
 
 The active segment is never touched, nor any segment at or after the first one holding a
-record younger than min.compaction.lag.ms. A log is picked when its dirty bytes over cleanable
-bytes reach min.cleanable.dirty.ratio, or when a delete horizon stamped by an earlier pass
-has passed (its tombstones can go). Each `clean_step` reads at most about `budget_bytes` of
-segment data, so the broker's loop never waits long; the map's memory is fixed (offset_map.py).
+record younger than min.compaction.lag.ms, nor any at or after the one holding the first
+unstable offset (the first record of the oldest open transaction: Kafka's cleaner stops at the
+last stable offset, so it never decides about a transaction still open). A log is picked when
+its dirty bytes over cleanable bytes reach min.cleanable.dirty.ratio, or when a delete horizon
+stamped by an earlier pass has passed (its tombstones and markers can go). Each `clean_step`
+reads at most about `budget_bytes` of segment data, so the broker's loop never waits long; the
+map's memory is fixed (offset_map.py).
 
 Blocking file I/O, on the thread that owns the logs (like every PartitionLog call).
 """
@@ -83,10 +86,13 @@ class LogCleaner:
         first_dirty = self.first_dirty_offset(log)
         limit = segments[-1].base_offset
         lag_ms = log.config.min_compaction_lag_ms
+        first_unstable = log.first_unstable_offset()
         cleanable: list[LogSegment] = []
         clean_bytes = dirty_bytes = 0
         for number, segment in enumerate(segments[:-1]):
-            if lag_ms > 0 and segment.max_timestamp > now_ms - lag_ms:
+            if (lag_ms > 0 and segment.max_timestamp > now_ms - lag_ms) or (
+                first_unstable is not None and segments[number + 1].base_offset > first_unstable
+            ):
                 limit = segment.base_offset
                 break
             cleanable.append(segment)

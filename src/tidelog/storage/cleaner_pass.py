@@ -10,6 +10,17 @@ A pass over one partition log, as a state table:
                   (cleaned_batch.py), then swap it in for the group
     DONE          end_offset becomes the log's first dirty offset (the caller checkpoints it)
 
+Transactions (Kafka's Cleaner with CleanedTransactionMetadata): the pass never reaches the
+first unstable offset (cleaner.py stops the range before the segment holding it), so every
+transactional batch it reads is decided: aborted (inside an aborted transaction of the log's
+`.txnindex`) or committed. Aborted batches neither enter the map nor survive; committed ones are
+compacted like any batch. A marker is kept while the pass reads any batch of its transaction;
+once it reads none (the data went in an earlier pass) the marker is stamped with a delete
+horizon (now + delete.retention.ms), and a pass after the horizon removes it, an ABORT
+marker's `.txnindex` entry first (so a crash leaves, at worst, a marker without an entry and
+without data, which readers ignore; never an entry without its marker, which would make a
+read_committed reader skip the producer's later batches).
+
 Crash safety: the cleaned segment is written as `<base>-<end>.log.cleaned`, renamed to
 `.log.swap` once fsynced (the commit point), then swapped in; `cleaner_swap.py` documents the
 files and the recovery that finishes or rolls back a swap a crash interrupted.
@@ -19,6 +30,7 @@ Blocking file I/O, on the thread that owns the logs (like every PartitionLog cal
 
 from __future__ import annotations
 
+import bisect
 import enum
 import os
 from dataclasses import dataclass, field
@@ -27,7 +39,13 @@ from typing import TYPE_CHECKING
 
 from tidelog.errors import CorruptRecordError
 from tidelog.records.batch import RecordBatch
-from tidelog.storage.cleaned_batch import clean_batch, parse_records, records_section
+from tidelog.records.control import ControlRecordType, read_end_transaction_marker
+from tidelog.storage.cleaned_batch import (
+    clean_batch,
+    parse_records,
+    records_section,
+    stamp_delete_horizon,
+)
 from tidelog.storage.cleaner_swap import (
     CLEANED_SUFFIX,
     commit_cleaned_file,
@@ -42,6 +60,9 @@ from tidelog.storage.segment import LogSegment, SegmentState
 
 if TYPE_CHECKING:
     from tidelog.storage.log import PartitionLog
+
+
+_MAX_OFFSET = 2**63 - 1
 
 
 class CleanPhase(enum.Enum):
@@ -102,6 +123,13 @@ class CleaningPass:
     cleaned_fd: int = -1
     min_horizon_ms: int | None = None
     group_changed: bool = False  # a batch of the current group was rewritten or dropped
+    # Transactions: producer id -> sorted (first offset, ABORT marker offset) of its aborted
+    # transactions; the producers whose committed / aborted data this pass read since their
+    # last marker; the ABORT markers the current group removes (their index entries go).
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    committed_seen: set[int] = field(default_factory=set)
+    aborted_seen: set[int] = field(default_factory=set)
+    removed_aborts: set[int] = field(default_factory=set)
 
     def transition(self, target: CleanPhase) -> None:
         if target not in TRANSITIONS[self.phase]:
@@ -115,6 +143,12 @@ class CleaningPass:
     ) -> CleaningPass:
         """A pass over `cleanable`, its cursor on the first dirty batch (`offset_map` empty)."""
         current = cls(log, cleanable, offset_map, stats, end_offset=cleanable.first_dirty_offset)
+        for entry in log.aborted_transactions(log.log_start_offset, log.log_end_offset):
+            current.aborted.setdefault(entry.producer_id, []).append(
+                (entry.first_offset, entry.last_offset)
+            )
+        for spans in current.aborted.values():
+            spans.sort()
         while (
             current.segment_number < len(cleanable.segments)
             and current._segment_end(current.segment_number) <= current.end_offset
@@ -172,9 +206,9 @@ class CleaningPass:
                     self.stats.bytes_read += used
                     self._start_cleaning()  # map full: clean what it covers
                     return used
-                # Transactional records never shadow others (they may be aborted, and the
-                # cleaner does not know which yet): kept whole, see cleaned_batch.clean_batch.
-                if not batch.is_control and not batch.is_transactional:
+                # Aborted records never shadow others (an aborted offset commit must not
+                # replace the committed one before it); committed transactional ones do.
+                if not batch.is_control and not self._is_aborted(batch):
                     for record in parse_records(batch, records_section(batch)):
                         if record.key is not None:
                             offset_map.put(key_digest(record.key), record.offset)
@@ -206,7 +240,6 @@ class CleaningPass:
 
     def _clean_group(self, now_ms: int, budget_bytes: int) -> int:
         """Rewrite up to budget_bytes of the current group; swap it in once written."""
-        offset_map = self.offset_map
         group = self.groups[self.group_number]
         end = self._group_end(group)
         if self.cleaned_path is None:
@@ -226,9 +259,7 @@ class CleaningPass:
                 if batch.base_offset >= self.end_offset:
                     out.append(batch.buffer)  # beyond the map: kept as it is
                     continue
-                kept = clean_batch(
-                    batch, offset_map, now_ms=now_ms, delete_retention_ms=retention_ms
-                )
+                kept = self._clean(batch, now_ms, retention_ms)
                 if kept is not batch.buffer:
                     self.group_changed = True
                 if kept is None:
@@ -255,6 +286,57 @@ class CleaningPass:
                 self._next_group()
         return max(used, 1)
 
+    def _is_aborted(self, batch: RecordBatch) -> bool:
+        if not batch.is_transactional or batch.is_control:
+            return False
+        spans = self.aborted.get(batch.producer_id)
+        if not spans:
+            return False
+        # A producer's transactions do not overlap: the last one starting at or before the
+        # batch is the only candidate.
+        index = bisect.bisect_right(spans, (batch.base_offset, _MAX_OFFSET)) - 1
+        return index >= 0 and batch.base_offset < spans[index][1]
+
+    def _clean(
+        self, batch: RecordBatch, now_ms: int, retention_ms: int
+    ) -> bytearray | memoryview | None:
+        """One batch below the map's end: markers and aborted data by the transaction rules,
+        the rest by key."""
+        if batch.is_control:
+            return self._clean_marker(batch, now_ms, retention_ms)
+        if batch.is_transactional:
+            if self._is_aborted(batch):
+                self.aborted_seen.add(batch.producer_id)
+                return None
+            self.committed_seen.add(batch.producer_id)
+        return clean_batch(batch, self.offset_map, now_ms=now_ms, delete_retention_ms=retention_ms)
+
+    def _clean_marker(
+        self, batch: RecordBatch, now_ms: int, retention_ms: int
+    ) -> bytearray | memoryview | None:
+        """Kafka's onControlBatchRead and marker retention: kept while this pass read data of
+        its transaction, else stamped with a delete horizon, and removed after it."""
+        producer_id = batch.producer_id
+        if producer_id < 0 or batch.records_count == 0:
+            return batch.buffer
+        control_type = read_end_transaction_marker(batch).control_type
+        if control_type == ControlRecordType.ABORT:
+            seen = self.aborted_seen
+        elif control_type == ControlRecordType.COMMIT:
+            seen = self.committed_seen
+        else:
+            return batch.buffer
+        if producer_id in seen:
+            seen.discard(producer_id)
+            return batch.buffer  # the transaction still has data in the log
+        if not batch.has_delete_horizon:
+            return stamp_delete_horizon(batch, now_ms + retention_ms)
+        if now_ms < batch.base_timestamp:
+            return batch.buffer
+        if control_type == ControlRecordType.ABORT:
+            self.removed_aborts.add(batch.base_offset)
+        return None
+
     def _group_end(self, group: tuple[LogSegment, ...]) -> int:
         return self._segment_end(self.cleanable.segments.index(group[-1]))
 
@@ -263,6 +345,10 @@ class CleaningPass:
         assert self.cleaned_path is not None
         log = self.log
         base = group[0].base_offset
+        if self.removed_aborts:
+            # Before the commit point: an index entry must never outlive its marker.
+            log.drop_aborted_entries(group, self.removed_aborts)
+            self.removed_aborts = set()
         swap_path = commit_cleaned_file(self.cleaned_path, self.cleaned_fd, base, end)
         self.cleaned_fd = -1
         self.cleaned_path = None
@@ -276,6 +362,7 @@ class CleaningPass:
         self._next_group()
 
     def _next_group(self) -> None:
+        self.removed_aborts = set()
         self.group_number += 1
         self.group_changed = False
         self.segment_number = 0

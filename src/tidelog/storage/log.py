@@ -370,6 +370,13 @@ class PartitionLog:
             txn_index_path(self.directory, segment.base_offset).unlink(missing_ok=True)
 
     # --- log cleaner hook (owned by storage/cleaner.py) ---------------------------------------
+    def drop_aborted_entries(self, group: Sequence[LogSegment], marker_offsets: set[int]) -> None:
+        """Log cleaner, before it swaps in a cleaned `group`: the aborted transactions whose
+        ABORT markers it removed leave the `.txnindex` of the segment holding them."""
+        with self._lock:
+            for segment in group:
+                self._txn_index(segment.base_offset).drop(marker_offsets)
+
     def replace_segments(
         self, old: Sequence[LogSegment], install: Callable[[], LogSegment]
     ) -> None:

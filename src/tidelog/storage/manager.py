@@ -27,7 +27,7 @@ from tidelog.storage.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from tidelog.storage.cleaner import LogCleaner
+from tidelog.storage.cleaner import DEFAULT_BACKOFF_MS, LogCleaner
 from tidelog.storage.config import LogConfig
 from tidelog.storage.durable import fsync_directory, write_durably
 from tidelog.storage.group_commit import FsyncObserver, GroupCommit
@@ -57,6 +57,9 @@ class LogManager:
         now_ms: int,
         retention_check_interval_ms: int = 300_000,
         checkpoint_interval_ms: int = 60_000,
+        producer_id_expiration_ms: int = 86_400_000,
+        producer_id_expiration_check_interval_ms: int = 600_000,
+        cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
         fsync_observer: FsyncObserver | None = None,
         clock_s: Callable[[], float] | None = None,
     ) -> None:
@@ -67,13 +70,16 @@ class LogManager:
         self.default_config = default_config
         self.retention_check_interval_ms = retention_check_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         data_dir.mkdir(parents=True, exist_ok=True)
         marker = data_dir / CLEAN_SHUTDOWN_MARKER
         self.clean_start = marker.exists()
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         log_start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         self._logs: dict[TopicPartition, PartitionLog] = {}
-        self.cleaner = LogCleaner(data_dir)  # log compaction (storage/cleaner.py)
+        # log compaction (storage/cleaner.py)
+        self.cleaner = LogCleaner(data_dir, backoff_ms=cleaner_backoff_ms)
         for directory in sorted(data_dir.iterdir()):
             if directory.name.endswith(DELETED_SUFFIX) and directory.is_dir():
                 shutil.rmtree(directory, ignore_errors=True)
@@ -90,6 +96,8 @@ class LogManager:
         self._last_flush_ms = dict.fromkeys(self._logs, now_ms)
         self._last_retention_ms = now_ms
         self._last_checkpoint_ms = now_ms
+        # The first tick expires producers loaded from snapshots (Kafka filters them on load).
+        self._last_producer_expiration_ms = now_ms - producer_id_expiration_check_interval_ms
         self._checkpointed: tuple[dict[TopicPartition, int], dict[TopicPartition, int]] = ({}, {})
         self.write_checkpoints()
         if self.clean_start:
@@ -167,6 +175,11 @@ class LogManager:
             for log in self._logs.values():
                 log.close_retired()  # retired by the previous pass: no sendfile still uses them
                 log.apply_retention(now_ms)
+        if (now_ms - self._last_producer_expiration_ms
+                >= self.producer_id_expiration_check_interval_ms):
+            self._last_producer_expiration_ms = now_ms
+            for log in self._logs.values():
+                log.producer_state.remove_expired(now_ms, self.producer_id_expiration_ms)
         # Log compaction in bounded steps (~1 MiB each): a few per tick so a busy compacted
         # topic keeps up, while the event loop is never held for long.
         for _ in range(CLEANER_STEPS_PER_TICK):

@@ -15,10 +15,15 @@ with an older producer epoch is INVALID_PRODUCER_EPOCH, one from an older coordi
 TRANSACTION_COORDINATOR_FENCED, a non-transactional batch while a transaction is open
 INVALID_TXN_STATE.
 
-Snapshot file `<offset, 20 digits>.snapshot` (offset = log end offset when written), big-endian
-(version 1, written before transactions, lacks the two transaction fields and is still read)::
+Expiration (Kafka's producer.id.expiration.ms, `remove_expired`): a producer with no open
+transaction whose last batch or marker timestamp is that old is forgotten, so a partition's
+state does not grow with every producer that ever wrote; the next snapshot leaves it out.
 
-    0  version        int16    2
+Snapshot file `<offset, 20 digits>.snapshot` (offset = log end offset when written), big-endian
+(version 1, written before transactions, lacks the two transaction fields; version 2 lacks
+lastTimestamp; both are still read)::
+
+    0  version        int16    3
     2  crc            uint32   CRC32C of every byte after this field
     6  producerCount  int32
    10  producers...            producerCount times:
@@ -26,6 +31,9 @@ Snapshot file `<offset, 20 digits>.snapshot` (offset = log end offset when writt
          producerEpoch          int16
          coordinatorEpoch       int32    v2+: epoch of the last marker's coordinator, -1
          currentTxnFirstOffset  int64    v2+: first offset of the open transaction, -1 none
+         markerTimestamp        int64    v3+: of the last COMMIT/ABORT marker, -1 (Kafka's
+                                         lastTimestamp, for expiration, is the newest of
+                                         it and the batches' maxTimestamp)
          batchCount             int8     0..5, oldest first
          batches...             batchCount times:
            firstSequence  int32
@@ -56,10 +64,11 @@ from tidelog.storage.durable import write_durably
 
 MAX_CACHED_BATCHES = 5
 SNAPSHOT_SUFFIX = ".snapshot"
-_SNAPSHOT_VERSION = 2
+_SNAPSHOT_VERSION = 3
 _PREFIX = struct.Struct(">hIi")
 _PRODUCER_V1 = struct.Struct(">qhb")
-_PRODUCER = struct.Struct(">qhiqb")
+_PRODUCER_V2 = struct.Struct(">qhiqb")
+_PRODUCER = struct.Struct(">qhiqqb")
 _BATCH = struct.Struct(">iiqqq")
 _SEQUENCE_MODULUS = 2**31
 
@@ -93,7 +102,7 @@ class ProducerEntry:
     )
     coordinator_epoch: int = -1
     current_txn_first_offset: int = -1
-    marker_timestamp: int = -1  # of the last COMMIT/ABORT marker (not in snapshots)
+    marker_timestamp: int = -1  # of the last COMMIT/ABORT marker (snapshot v3+)
 
     @property
     def last_timestamp(self) -> int:
@@ -133,6 +142,18 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction (None: none open)."""
         return min(self.ongoing.values()) if self.ongoing else None
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Kafka's removeExpiredProducers: forget producers with no open transaction whose
+        last timestamp is `expiration_ms` old (producer.id.expiration.ms); their ids."""
+        expired = [
+            producer_id for producer_id, entry in self.producers.items()
+            if entry.current_txn_first_offset < 0
+            and now_ms - entry.last_timestamp >= expiration_ms
+        ]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return expired
 
     def check_marker(
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int
@@ -372,7 +393,7 @@ class ProducerStateManager:
         for producer_id, entry in sorted(self.producers.items()):
             body += _PRODUCER.pack(
                 producer_id, entry.producer_epoch, entry.coordinator_epoch,
-                entry.current_txn_first_offset, len(entry.batches),
+                entry.current_txn_first_offset, entry.marker_timestamp, len(entry.batches),
             )
             for b in entry.batches:
                 body += _BATCH.pack(
@@ -389,23 +410,29 @@ class ProducerStateManager:
         if len(data) < _PREFIX.size:
             raise CorruptRecordError("producer snapshot too short")
         version, crc, count = _PREFIX.unpack_from(data, 0)
-        if version not in (1, _SNAPSHOT_VERSION) or int(_crc32c.crc32c(data[6:])) != crc:
+        if version not in (1, 2, _SNAPSHOT_VERSION) or int(_crc32c.crc32c(data[6:])) != crc:
             raise CorruptRecordError("producer snapshot version or CRC mismatch")
         state = cls()
         position = _PREFIX.size
         try:
             for _ in range(count):
+                marker_timestamp = -1
                 if version == 1:
                     producer_id, epoch, batch_count = _PRODUCER_V1.unpack_from(data, position)
                     coordinator_epoch, txn_first_offset = -1, -1
                     position += _PRODUCER_V1.size
-                else:
+                elif version == 2:
                     producer_id, epoch, coordinator_epoch, txn_first_offset, batch_count = (
-                        _PRODUCER.unpack_from(data, position)
+                        _PRODUCER_V2.unpack_from(data, position)
                     )
+                    position += _PRODUCER_V2.size
+                else:
+                    (producer_id, epoch, coordinator_epoch, txn_first_offset, marker_timestamp,
+                     batch_count) = _PRODUCER.unpack_from(data, position)
                     position += _PRODUCER.size
                 entry = ProducerEntry(epoch, coordinator_epoch=coordinator_epoch,
-                                      current_txn_first_offset=txn_first_offset)
+                                      current_txn_first_offset=txn_first_offset,
+                                      marker_timestamp=marker_timestamp)
                 if txn_first_offset >= 0:
                     state.ongoing[producer_id] = txn_first_offset
                 for _ in range(batch_count):

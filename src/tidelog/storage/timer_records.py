@@ -36,6 +36,15 @@ record is (big-endian; strings are int16 length + UTF-8):
                 An idempotent producer's batch went to the timer log (all its records, due-now
                 ones due at once): the target's producer state counts these sequence numbers,
                 and this record restores them after an unclean start.
+    4 INTENT    producerEpoch int16, firstSequence int32, partition int32, topic, count
+                int32, count x timerId int64
+                Cluster mode: the timer partition's leader is about to append these timer
+                records to the target partition as one idempotent batch of its own producer
+                id (`timer_producer_id(timer partition)`) with this epoch and first sequence.
+                Written and committed before the append; the DONE listing the same ids
+                follows once the target acknowledged it with acks=all. A new leader finding
+                an INTENT without its DONE sends the same batch again: the target's producer
+                state answers a duplicate if the first one landed.
 
 A timer record's id is its offset in `__tidelog_timer`. A delivered record carries two more
 headers after the producer's: `TIMER_ENQUEUE_MS` (the broker's receipt time, decimal) and
@@ -65,6 +74,17 @@ DELAY_LEVEL_HEADER = "DELAY"
 CANCEL_HEADER = "TIMER_CANCEL"
 UNIQ_KEY_HEADER = "UNIQ_KEY"
 TIMER_PRODUCER_ID = 1 << 62  # far above any id the allocator hands out (blocks of 1000)
+# Cluster mode: timer partition p delivers as TIMER_PRODUCER_ID + 1 + p (idempotent). Every id
+# in [TIMER_PRODUCER_ID, TIMER_PRODUCER_ID + TIMER_PRODUCER_IDS) is reserved.
+TIMER_PRODUCER_IDS = 1 << 20
+
+
+def timer_producer_id(timer_partition: int) -> int:
+    return TIMER_PRODUCER_ID + 1 + timer_partition
+
+
+def is_timer_producer(producer_id: int) -> bool:
+    return TIMER_PRODUCER_ID <= producer_id < TIMER_PRODUCER_ID + TIMER_PRODUCER_IDS
 
 # RocketMQ 4's messageDelayLevel default: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m
 # 30m 1h 2h", level 1 first.
@@ -81,6 +101,7 @@ class TimerKind(enum.IntEnum):
     CANCEL = 1
     DONE = 2
     SEQUENCE = 3
+    INTENT = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,13 +143,26 @@ class ProducerSequence:
     partition: int
 
 
-TimerMeta = Schedule | Cancel | Done | ProducerSequence
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """Cluster mode: these timer records are being appended to the target as one batch of
+    the timer partition's producer id, at this epoch and first sequence."""
+
+    producer_epoch: int
+    first_sequence: int
+    topic: str
+    partition: int
+    timer_ids: tuple[int, ...]
+
+
+TimerMeta = Schedule | Cancel | Done | ProducerSequence | Intent
 
 _HEAD = struct.Struct(">bb")
 _SCHEDULE = struct.Struct(">qqq16si")
 _CANCEL = struct.Struct(">q")
 _DONE = struct.Struct(">qi")
 _SEQUENCE = struct.Struct(">qhiii")
+_INTENT = struct.Struct(">hii")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _VERSION = 0
@@ -216,6 +250,14 @@ def encode_meta(meta: TimerMeta) -> bytes:
             + _string(meta.topic)
         )
     ids = meta.timer_ids
+    if isinstance(meta, Intent):
+        return (
+            _HEAD.pack(_VERSION, TimerKind.INTENT)
+            + _INTENT.pack(meta.producer_epoch, meta.first_sequence, meta.partition)
+            + _string(meta.topic)
+            + _I32.pack(len(ids))
+            + struct.pack(f">{len(ids)}q", *ids)
+        )
     return (
         _HEAD.pack(_VERSION, TimerKind.DONE)
         + _DONE.pack(meta.target_offset, meta.partition)
@@ -291,6 +333,14 @@ def decode_meta(value: bytes | None) -> TimerMeta:
             topic = reader.string().decode("utf-8")
             reader.end()
             return ProducerSequence(producer_id, epoch, first, last, topic, partition)
+        if kind == TimerKind.INTENT:
+            epoch, first, partition = reader.take(_INTENT)
+            topic = reader.string().decode("utf-8")
+            (count,) = reader.take(_I32)
+            if count < 0 or reader.position + 8 * count != len(value):
+                raise TimerRecordError("timer INTENT record ids do not match their count")
+            ids = struct.unpack_from(f">{count}q", value, reader.position)
+            return Intent(epoch, first, topic, partition, ids)
     except UnicodeDecodeError as error:
         raise TimerRecordError(f"timer record topic: {error}") from None
     raise TimerRecordError(f"timer record kind {kind}")

@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tidelog.storage.durable import write_durably
+
 TXN_INDEX_SUFFIX = ".txnindex"
 _VERSION = 0
 _ENTRY = struct.Struct(">hqqqq")
@@ -103,6 +105,15 @@ class TransactionIndex:
             if entry.last_stable_offset >= upper_bound_offset:
                 return found, True
         return found, False
+
+    def drop(self, marker_offsets: set[int]) -> None:
+        """Log cleaner: forget the entries whose ABORT marker it removes; the file is
+        replaced durably, since an entry must never outlive its marker."""
+        keep = [entry for entry in self.entries if entry.last_offset not in marker_offsets]
+        if len(keep) == len(self.entries):
+            return
+        self.entries = keep
+        write_durably(self.path, b"".join(entry.encode() for entry in keep))
 
     def delete(self) -> None:
         self.entries = []

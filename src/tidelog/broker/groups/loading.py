@@ -35,6 +35,7 @@ def group_config(broker: Broker) -> GroupConfig:
         offsets_retention_ms=config.offsets_retention_minutes * 60_000,
         consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
         consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+        consumer_migration_policy=config.group_consumer_migration_policy,
     )
 
 

@@ -4,6 +4,12 @@ An unsupported ApiVersions version is answered by the connection in the v0 layou
 UNSUPPORTED_VERSION and ApiVersions' own range, so the client can retry (KIP-511,
 COMPATIBILITY.md trap 1). From v3 the client's software name and version must match Kafka's
 pattern (ApiVersionsRequest.isValid), else INVALID_REQUEST with no keys.
+
+Features (v3+, KIP-584): a single node finalizes `transaction.version` 2, as Kafka 4 does, so
+clients that know KIP-890 part 2 (Kafka's Java client 4.x) bump the epoch per transaction and
+let Produce v12 / TxnOffsetCommit v5 add partitions. A cluster advertises no features: its
+partition leaders do not call a remote transaction coordinator to add partitions, so its
+clients keep transaction version 1 (explicit AddPartitionsToTxn).
 """
 
 from __future__ import annotations
@@ -35,15 +41,25 @@ def _valid(request: Any, version: int) -> bool:
     )
 
 
+# name -> (min supported, max supported, finalized level)
+SINGLE_NODE_FEATURES: Mapping[str, tuple[int, int, int]] = {"transaction.version": (0, 2, 2)}
+
+
 async def handle_api_versions(
-    table: Mapping[int, Handler], context: RequestContext, request: Any
+    table: Mapping[int, Handler],
+    features: Mapping[str, tuple[int, int, int]],
+    context: RequestContext,
+    request: Any,
 ) -> Any:
     version = context.header.api_version
     if not _valid(request, version):
         return versions.api_versions_response(version, {}, error_code=ErrorCode.INVALID_REQUEST)
-    return versions.api_versions_response(version, advertised_versions(table))
+    return versions.api_versions_response(version, advertised_versions(table), features=features)
 
 
-def handlers(table: Mapping[int, Handler]) -> HandlerTable:
-    """`table`: the broker's whole table, read per request (cluster mode adds keys later)."""
-    return {ApiKey.API_VERSIONS: partial(handle_api_versions, table)}
+def handlers(
+    table: Mapping[int, Handler], features: Mapping[str, tuple[int, int, int]] | None = None
+) -> HandlerTable:
+    """`table`: the broker's whole table, read per request (cluster mode adds keys later);
+    `features`: the feature levels advertised (none: every feature at level 0)."""
+    return {ApiKey.API_VERSIONS: partial(handle_api_versions, table, features or {})}

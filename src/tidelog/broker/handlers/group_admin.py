@@ -274,7 +274,7 @@ def _described_consumer_group(
             subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=assignment(m.assigned),
             target_assignment=assignment(m.target),
-            member_type=1,  # consumer protocol
+            member_type=0 if m.classic else 1,  # v1: 0 classic protocol, 1 consumer protocol
         )
         for m in group.members
     )

@@ -132,9 +132,12 @@ async def handle_join_group(deps: GroupDeps, context: RequestContext, request: A
         client_host=_host(context),
         require_known_member_id=version >= 4,
     )
-    answer = await deps.groups().run(
+    groups_service = deps.groups()
+    answer = await groups_service.run(
         message.group_id,
-        lambda shard, waiter: shard.join_group(replace(message, waiter_id=waiter), clock.now_ms()),
+        lambda shard, waiter: shard.join_group(
+            replace(message, waiter_id=waiter), clock.now_ms(), groups_service.topics_image()
+        ),
     )
     module = classes(ApiKey.JOIN_GROUP, version)
     members = tuple(
@@ -209,8 +212,10 @@ async def handle_leave_group(deps: GroupDeps, context: RequestContext, request: 
     else:
         leaving = (LeaveMember(request.member_id),)
     message = LeaveGroupRequest(request.group_id, leaving)
-    answer = await deps.groups().run(
-        message.group_id, lambda shard, _: shard.leave_group(message, clock.now_ms())
+    groups_service = deps.groups()
+    answer = await groups_service.run(
+        message.group_id,
+        lambda shard, _: shard.leave_group(message, clock.now_ms(), groups_service.topics_image()),
     )
     if version < 3:
         error = answer.error

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -56,6 +56,7 @@ from tidelog.security.authorizer import Authorizer
 from tidelog.storage.log import PartitionLog
 from tidelog.storage.log_validator import AppendOrigin
 from tidelog.storage.results import AppendResult
+from tidelog.storage.timer_records import TIMER_TOPIC, is_timer_producer
 from tidelog.types import TopicPartition
 
 log = logging.getLogger("tidelog.broker.produce")
@@ -77,10 +78,19 @@ class ProduceDeps:
     # Transactional writes: may (transactional id, producer id, epoch) write this partition
     # (KIP-890 part 1)? None: no transaction coordinator, transactional produce is refused.
     verify_transaction: Callable[[str, int, int, tuple[str, int]], ErrorCode] | None = None
+    # Produce v12+ (transaction version 2, KIP-890 part 2): add the partition to the
+    # producer's transaction at the coordinator (the client sent no AddPartitionsToTxn).
+    add_to_transaction: Callable[[str, int, int, tuple[str, int]], Awaitable[ErrorCode]] | None = (
+        None
+    )
     # Delayed delivery (docs/delivery.md): splits the batches of a topic with
-    # tidelog.delivery.delay.enable=true. None (cluster mode): such topics refuse produce.
+    # tidelog.delivery.delay.enable=true. None: such topics refuse produce.
     divert: DivertHook | None = None
     quotas: QuotaManager | None = None  # client quotas (producer_byte_rate); None: none
+    # Cluster mode: may this request write as another broker (delayed delivery's timer
+    # batches to `__tidelog_timer`, its deliveries with the reserved producer ids)? The
+    # inter-broker listener, and CLUSTER_ACTION with an authorizer (server.py).
+    inter_broker: Callable[[RequestContext], bool] | None = None
 
 
 def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
@@ -209,6 +219,7 @@ async def handle_produce(
     durable_waits: list[tuple[PartitionLog, int, dict[str, Any]]] = []
     replication = deps.replication
     replica_waits: list[tuple[TopicPartition, int, dict[str, Any]]] = []
+    timer_commits: list[tuple[Coroutine[Any, Any, KafkaError | None], dict[str, Any]]] = []
     # A partition named twice is produced once, with its last record set, as Kafka does
     # (its handler collects record sets in a map keyed by partition).
     last_seen = {
@@ -223,6 +234,7 @@ async def handle_produce(
             if last_seen.get((topic.name, partition.index)) is not partition:
                 continue
             fields: dict[str, Any] = {"index": partition.index, "base_offset": -1}
+            diverted = None
             tp = TopicPartition(topic.name, partition.index)  # one per partition, shared below
             log_start_offset = -1  # known once the partition's log is found
             try:
@@ -234,7 +246,9 @@ async def handle_produce(
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "null record set")
                 leader_epoch = replication.check_produce(tp, request.acks)
                 batches = _request_batches(partition.records)
-                if topic.name in INTERNAL_TOPICS:
+                if topic.name in INTERNAL_TOPICS and not (
+                    topic.name == TIMER_TOPIC and _broker_write(deps, context)
+                ):
                     # Only the coordinators write there (a forged record would be replayed
                     # into group state on the next load).
                     raise KafkaError(
@@ -243,12 +257,17 @@ async def handle_produce(
                     )
                 partition_log = deps.topics.partition_log(topic.name, partition.index)
                 log_start_offset = partition_log.log_start_offset
-                diverted = None
-                if partition_log.config.tidelog_delivery_delay_enable:
+                if transactional and version >= 12:
+                    await _add_implicitly(deps, request.transactional_id, batches, tp)
+                    partition_log = deps.topics.partition_log(topic.name, partition.index)
+                if partition_log.config.tidelog_delivery_delay_enable and not (
+                    all(is_timer_producer(b.producer_id) for b in batches)
+                    and _broker_write(deps, context)
+                ):
                     diverted = _divert(deps, partition_log, tp, batches, now_ms)
                     batches = diverted.batches
                 if transactional:
-                    _verify(deps, request.transactional_id, batches, tp)
+                    _verify(deps, request.transactional_id, batches, tp, version)
                 result: AppendResult | None = None
                 if batches:
                     batches = _recompressed(
@@ -260,6 +279,8 @@ async def handle_produce(
                         origin=AppendOrigin.CLIENT,
                     )
             except KafkaError as error:
+                if diverted is not None and diverted.commit is not None:
+                    diverted.commit.close()  # nothing of the partition is written
                 log.debug("produce %s-%d: %s", topic.name, partition.index, error)
                 deps.metrics.record_error(ApiKey.PRODUCE, error.code.name)
                 fields.update(error_code=error.code, error_message=error.message or None)
@@ -277,6 +298,8 @@ async def handle_produce(
                 if log_start_offset >= 0 and error.code not in _ERRORS_WITHOUT_LOG_START:
                     fields["log_start_offset"] = log_start_offset
             except OSError as error:
+                if diverted is not None and diverted.commit is not None:
+                    diverted.commit.close()
                 # Disk full or failing: the segment rolled the append back; Kafka's answer.
                 log.warning("produce %s-%d: %s", topic.name, partition.index, error)
                 deps.metrics.record_error(ApiKey.PRODUCE, ErrorCode.KAFKA_STORAGE_ERROR.name)
@@ -284,6 +307,8 @@ async def handle_produce(
             else:
                 if diverted is not None and diverted.timer_log is not None:
                     _wait_for_timer_log(partition_log, diverted, fields, durable_waits)
+                if diverted is not None and diverted.commit is not None:
+                    timer_commits.append((diverted.commit, fields))
                 if result is None:  # every record went to the timer log: no offset yet
                     fields.update(error_code=ErrorCode.NONE, log_start_offset=log_start_offset)
                     partition_responses.append(fields)
@@ -308,6 +333,14 @@ async def handle_produce(
             partition_responses.append(fields)
         topic_responses.append((topic.name, partition_responses))
 
+    if timer_commits:
+        # Cluster mode: delayed records are acknowledged once committed in their timer
+        # partition (acks=0 included: the write happens, unanswered).
+        failures = await asyncio.gather(*(commit for commit, _ in timer_commits))
+        for (_, fields), failure in zip(timer_commits, failures, strict=True):
+            if failure is not None:
+                fields.update(error_code=failure.code, base_offset=-1,
+                              error_message=failure.message or None)
     if request.acks == 0:
         produce_throttle_ms(deps.quotas, context)  # no answer: the mute alone slows it
         return None
@@ -353,13 +386,18 @@ async def handle_produce(
     )
 
 
+def _broker_write(deps: ProduceDeps, context: RequestContext) -> bool:
+    """Another broker writing as a broker (delayed delivery in a cluster)."""
+    return deps.inter_broker is not None and deps.inter_broker(context)
+
+
 def _divert(
     deps: ProduceDeps, partition_log: PartitionLog, tp: TopicPartition,
     batches: list[RecordBatch], now_ms: int,
 ) -> Diverted:
     if deps.divert is None:
         raise InvalidRecordError(
-            "topics with tidelog.delivery.delay.enable=true are served on a single node only"
+            "topics with tidelog.delivery.delay.enable=true are not served by this broker"
         )
     return deps.divert(partition_log, tp, batches, now_ms)
 
@@ -375,24 +413,69 @@ def _wait_for_timer_log(
         durable_waits.append((diverted.timer_log, diverted.timer_end_offset, fields))
 
 
-def _verify(
+# Kafka's mapping of the coordinator's verification answers for the producer
+# (AddPartitionsToTxnManager, ReplicaManager): the retriable ones become NOT_ENOUGH_REPLICAS,
+# which every client retries without a metadata refresh.
+_RETRY_VERIFICATION = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+})
+
+
+def _for_producer(error: ErrorCode, version: int) -> ErrorCode:
+    if error is ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error is ErrorCode.TRANSACTION_ABORTABLE and version < 11:
+        return ErrorCode.INVALID_TXN_STATE  # Produce v11 added TRANSACTION_ABORTABLE
+    if error is ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+        return ErrorCode.INVALID_TXN_STATE
+    if error in _RETRY_VERIFICATION:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return error
+
+
+def _first_transactional(batches: list[RecordBatch]) -> RecordBatch | None:
+    return next((batch for batch in batches if batch.is_transactional), None)
+
+
+async def _add_implicitly(
     deps: ProduceDeps, transactional_id: str | None, batches: list[RecordBatch],
     tp: TopicPartition,
 ) -> None:
+    """Produce v12+: a partition not yet in the transaction is added at the coordinator
+    first (Kafka's addPartition verification); the synchronous check below then passes."""
+    batch = _first_transactional(batches)
+    if batch is None or deps.add_to_transaction is None or deps.verify_transaction is None:
+        return
+    assert transactional_id is not None
+    key = (tp.topic, tp.partition)
+    found = deps.verify_transaction(transactional_id, batch.producer_id, batch.producer_epoch, key)
+    if found is not ErrorCode.TRANSACTION_ABORTABLE:
+        return  # added already, or an error the check below answers
+    error = await deps.add_to_transaction(
+        transactional_id, batch.producer_id, batch.producer_epoch, key
+    )
+    if error is not ErrorCode.NONE:
+        raise KafkaError(_for_producer(error, 12), f"{tp} not added to the transaction")
+
+
+def _verify(
+    deps: ProduceDeps, transactional_id: str | None, batches: list[RecordBatch],
+    tp: TopicPartition, version: int,
+) -> None:
     """A transactional batch for a partition its transaction has not added is refused
-    (Kafka's transaction.partition.verification: INVALID_TXN_STATE), so a late write of a
-    timed-out or fenced producer cannot open a transaction that nobody will end."""
+    (Kafka's transaction.partition.verification: TRANSACTION_ABORTABLE from Produce v11,
+    INVALID_TXN_STATE before), so a late write of a timed-out or fenced producer cannot open
+    a transaction that nobody will end; an older epoch is INVALID_PRODUCER_EPOCH."""
     assert deps.verify_transaction is not None and transactional_id is not None
-    for batch in batches:
-        if batch.is_transactional:
-            error = deps.verify_transaction(
-                transactional_id, batch.producer_id, batch.producer_epoch, (tp.topic, tp.partition)
-            )
-            if error is ErrorCode.INVALID_PRODUCER_ID_MAPPING:
-                error = ErrorCode.INVALID_TXN_STATE
-            if error is not ErrorCode.NONE:
-                raise KafkaError(error, f"transactional write to {tp} not verified")
-            return
+    batch = _first_transactional(batches)
+    if batch is None:
+        return
+    error = deps.verify_transaction(
+        transactional_id, batch.producer_id, batch.producer_epoch, (tp.topic, tp.partition)
+    )
+    if error is not ErrorCode.NONE:
+        raise KafkaError(_for_producer(error, version), f"transactional write to {tp} not verified")
 
 
 def handlers(deps: ProduceDeps) -> HandlerTable:

@@ -13,8 +13,9 @@ written to `__share_group_state` (broker/share/service.py) before the answer.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -23,6 +24,7 @@ from tidelog.broker import clock
 from tidelog.broker.handlers.authorization import Op, Type, allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.handlers.share_common import ShareDeps
+from tidelog.broker.share.filtering import filtered_offsets, group_filter
 from tidelog.broker.share.service import ShareService
 from tidelog.coordinator.share_partition import AcknowledgementBatch, LogBatch
 from tidelog.errors import ErrorCode, KafkaError
@@ -276,11 +278,12 @@ async def _fetch(
         total_bytes = 0
         now_ms = clock.now_ms()
         next_deadline: int | None = None
+        progressed = False  # records filtered out, more to read: read on without waiting
         for topic_id, index, name in resolved:
             if total_records >= max_records or total_bytes >= max_bytes:
                 break
             try:
-                got, size = await _acquire_one(
+                got, size, more = await _acquire_one(
                     deps, service, group_id, member_id, name, topic_id, index,
                     max_records - total_records, max_bytes - total_bytes, now_ms,
                     answers,
@@ -292,8 +295,10 @@ async def _fetch(
             total_records += got
             total_bytes += size
             acquired_any = acquired_any or got > 0
+            progressed = progressed or more
             share_partition = service.partitions.get((group_id, topic_id, index))
-            deadline = share_partition.next_deadline_ms() if share_partition else None
+            # Lock expiries and ends of retry back-offs (tidelog.share.retry.backoff.ms).
+            deadline = share_partition.next_deadline_ms(now_ms) if share_partition else None
             if deadline is not None and (next_deadline is None or deadline < next_deadline):
                 next_deadline = deadline
         remaining_ms = deadline_ms - clock.monotonic_ms()
@@ -302,6 +307,9 @@ async def _fetch(
         if any(a.acknowledge_error is not ErrorCode.NONE or a.error is not ErrorCode.NONE
                for a in answers.values()):
             return
+        if progressed:  # yield first: a long filtered-out stretch must not hold the loop
+            await asyncio.sleep(0)
+            continue
         if next_deadline is not None:  # a lock may expire before the wait ends
             remaining_ms = min(remaining_ms, max(1, next_deadline - clock.now_ms() + 1))
         await deps.append_waiters.wait(
@@ -321,7 +329,9 @@ async def _acquire_one(
     max_bytes: int,
     now_ms: int,
     answers: dict[tuple[uuid.UUID, int], _Answer],
-) -> tuple[int, int]:
+) -> tuple[int, int, bool]:
+    """Acquire from one share partition: (records acquired, their bytes, whether the group's
+    filter dropped records and more may be acquirable now)."""
     tp = TopicPartition(name, index)
     await _ready(deps, service, group_id, name, topic_id, index)
     share_partition = service.share_partition(group_id, name, topic_id, index)
@@ -335,8 +345,10 @@ async def _acquire_one(
         "share.isolation.level") == "read_committed"
     limit = partition_log.last_stable_offset(high_watermark) if read_committed else high_watermark
     got = size = 0
-    if share_partition.can_acquire(limit):
-        offset = share_partition.first_acquirable()
+    more = False
+    dropping = group_filter(service.group_configs.get(group_id, {}))
+    if share_partition.can_acquire(limit, now_ms):
+        offset = share_partition.first_acquirable(now_ms)
         read = partition_log.read(
             offset, min(max_bytes, MAX_PARTITION_READ_BYTES), max_offset=limit
         )
@@ -350,11 +362,23 @@ async def _acquire_one(
                 a.producer_id == batch.producer_id
                 and a.first_offset <= batch.base_offset <= a.last_offset for a in aborted))
 
-        ranges, used = share_partition.acquire(
-            member_id,
-            [LogBatch(b.base_offset, b.last_offset, undeliverable(b)) for b in batches],
-            max_records, now_ms,
-        )
+        def log_batch(batch: Any) -> LogBatch:
+            control = undeliverable(batch)
+            return LogBatch(batch.base_offset, batch.last_offset, control, frozenset()
+                            if dropping is None or control else filtered_offsets(batch, dropping))
+
+        def log_batches() -> Iterator[LogBatch]:
+            """Lazily: a filter runs only on batches acquisition can still take from."""
+            for batch in batches:
+                if dropping is not None and batch.base_offset >= share_partition.end_offset \
+                        and not share_partition.has_room():
+                    return
+                yield log_batch(batch)
+
+        filtered_before = share_partition.counters.filtered
+        ranges, used = share_partition.acquire(member_id, log_batches(), max_records, now_ms)
+        more = (share_partition.counters.filtered > filtered_before
+                and share_partition.can_acquire(limit, now_ms))
         if ranges:
             answer = answers.setdefault((topic_id, index), _Answer())
             answer.records = b"".join(bytes(batches[i].buffer) for i in used)
@@ -363,7 +387,7 @@ async def _acquire_one(
             got = sum(r.last_offset - r.first_offset + 1 for r in ranges)
             size = len(answer.records)
     await service.persist(group_id, topic_id, index)
-    return got, size
+    return got, size, more
 
 
 def _fetch_response(

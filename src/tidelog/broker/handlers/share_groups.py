@@ -24,6 +24,8 @@ from tidelog.broker.handlers.context import (
     authorized_operations,
 )
 from tidelog.broker.share.dead_letter import TOPIC_CONFIG as DEAD_LETTER_TOPIC_CONFIG
+from tidelog.broker.share.filtering import DEFAULTS as TIDELOG_DEFAULTS
+from tidelog.broker.share.filtering import TIDELOG_GROUP_CONFIGS, check_config
 from tidelog.broker.share.service import GROUP_CONFIG_NAMES, ShareService
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.coordinator.share_group import ShareHeartbeatRequest
@@ -241,6 +243,8 @@ def _check_group_config(service: ShareService, name: str, value: str | None) -> 
         prefix = config.errors_deadletterqueue_topic_name_prefix
         ok = value.startswith(prefix) and len(value) > len(prefix)
         return None if ok else f"{name} must start with {prefix!r}"
+    if name in TIDELOG_GROUP_CONFIGS:  # retry back-off and filters
+        return check_config(name, value)
     if name == "share.isolation.level":
         ok = value in ("read_committed", "read_uncommitted")
         return None if ok else f"Invalid value {value} for configuration {name}"
@@ -330,6 +334,7 @@ async def handle_describe_configs(
         "share.session.timeout.ms": str(config.group_share_session_timeout_ms),
         "share.heartbeat.interval.ms": str(config.group_share_heartbeat_interval_ms),
         DEAD_LETTER_TOPIC_CONFIG: "",
+        **TIDELOG_DEFAULTS,
     }
     extra = []
     for resource in groups:
@@ -346,7 +351,8 @@ async def handle_describe_configs(
                 module.DescribeConfigsResourceResult, name=name,
                 value=overrides.get(name, defaults[name]), read_only=False,
                 config_source=_GROUP_CONFIG_SOURCE if name in overrides else _DEFAULT_SOURCE,
-                is_sensitive=False, synonyms=(), config_type=2 if name.endswith("ms") else 7,
+                is_sensitive=False, synonyms=(),
+                config_type=2 if name.endswith("ms") or name in TIDELOG_DEFAULTS else 7,
             )
             for name in keys if name in defaults
         )

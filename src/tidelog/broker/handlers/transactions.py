@@ -1,5 +1,5 @@
 """Transactions: AddPartitionsToTxn (24, v0-5), AddOffsetsToTxn (25, v0-4), EndTxn (26,
-v0-4), WriteTxnMarkers (27, v1-2), TxnOffsetCommit (28, v0-4), and InitProducerId with a
+v0-5), WriteTxnMarkers (27, v1-2), TxnOffsetCommit (28, v0-5), and InitProducerId with a
 transactional.id (`init_transactional`, called by `producer.py`). The same handlers serve a
 single node and a cluster: in a cluster the service answers NOT_COORDINATOR for ids whose
 `__transaction_state` partition another broker leads, WriteTxnMarkers appends acks=all
@@ -9,6 +9,8 @@ Kafka version rules: PRODUCER_FENCED exists for InitProducerId v4+, AddPartition
 AddOffsetsToTxn v2+, EndTxn v2+ and TxnOffsetCommit v3+ (KIP-588); older versions get
 INVALID_PRODUCER_EPOCH. AddPartitionsToTxn v4-5 is the broker-to-coordinator batched form whose
 `verify_only` asks whether partitions are already in the transaction (KIP-890 part 1).
+Transaction version 2 (KIP-890 part 2): EndTxn v5 bumps the epoch per transaction and answers
+it; TxnOffsetCommit v5 adds the group's partition itself (no AddOffsetsToTxn).
 
 ACLs (handlers/authorization.py, KafkaApis): WRITE on the transactional id for every client API;
 AddPartitionsToTxn v0-3 WRITE on each topic (internal topics always refused), v4+ CLUSTER_ACTION
@@ -67,9 +69,19 @@ _FENCED_FROM = {
 }
 
 
+# TRANSACTION_ABORTABLE (KIP-890) exists from these versions; older ones get INVALID_TXN_STATE,
+# as Kafka's AddPartitionsToTxnManager maps it for clients that predate it.
+_ABORTABLE_FROM = {
+    ApiKey.INIT_PRODUCER_ID: 5, ApiKey.ADD_PARTITIONS_TO_TXN: 5, ApiKey.ADD_OFFSETS_TO_TXN: 4,
+    ApiKey.END_TXN: 4, ApiKey.TXN_OFFSET_COMMIT: 4,
+}
+
+
 def _for_version(error: ErrorCode, api_key: ApiKey, version: int) -> ErrorCode:
     if error is ErrorCode.PRODUCER_FENCED and version < _FENCED_FROM[api_key]:
         return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error is ErrorCode.TRANSACTION_ABORTABLE and version < _ABORTABLE_FROM[api_key]:
+        return ErrorCode.INVALID_TXN_STATE
     return error
 
 
@@ -288,6 +300,8 @@ async def handle_add_offsets_to_txn(
 
 
 async def handle_end_txn(deps: TransactionDeps, context: RequestContext, request: Any) -> Any:
+    """EndTxn. v5+ is transaction version 2 (KIP-890 part 2): the coordinator bumps the epoch
+    and the answer carries the producer id and epoch the client goes on with."""
     version = context.header.api_version
     txn_id = request.transactional_id
     if deps.authorizer is not None and not allowed(
@@ -296,16 +310,23 @@ async def handle_end_txn(deps: TransactionDeps, context: RequestContext, request
         return _response(ApiKey.END_TXN, version,
                          error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     service = deps.transactions()
+    bump = version >= 5
+    ended: tuple[int, int] | None = None
     try:
+        allocate = await _producer_id_source(deps, txn_id) if bump else None
         result = await service.run(txn_id, lambda coordinator, now_ms: coordinator.end_transaction(
             txn_id, request.producer_id, request.producer_epoch, bool(request.committed),
-            now_ms,
+            now_ms, bump=bump, new_producer_id=allocate,
         ))
-        error = result.error
+        error, ended = result.error, result.ended
     except KafkaError as refused:
         error = refused.code
+    fields: dict[str, Any] = {}
+    if bump:
+        producer_id, producer_epoch = ended if ended is not None else (-1, -1)
+        fields = {"producer_id": producer_id, "producer_epoch": producer_epoch}
     return _response(ApiKey.END_TXN, version,
-                     error_code=_for_version(error, ApiKey.END_TXN, version))
+                     error_code=_for_version(error, ApiKey.END_TXN, version), **fields)
 
 
 async def handle_txn_offset_commit(
@@ -358,6 +379,13 @@ async def handle_txn_offset_commit(
         group_instance_id=getattr(request, "group_instance_id", None),
         api_version=9,  # KIP-447 checks as OffsetCommit's newest version makes them
     )
+    if known and version >= 5:
+        # Transaction version 2: TxnOffsetCommit also does AddOffsetsToTxn's work (the client
+        # sends no AddOffsetsToTxn), the group's partition joining the transaction first.
+        added = await _add_offsets_partition(deps, request)
+        if added is not ErrorCode.NONE:
+            outcomes.extend((p.topic, p.partition, added) for p in known)
+            known = []
     if known:
         try:
             answer = await deps.groups().txn_offset_commit(
@@ -372,6 +400,31 @@ async def handle_txn_offset_commit(
             )
             outcomes.extend((p.topic, p.partition, code) for p in known)
     return _txn_offset_commit_response(version, outcomes)
+
+
+_RETRIABLE_VERIFICATION = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+})
+
+
+async def _add_offsets_partition(deps: TransactionDeps, request: Any) -> ErrorCode:
+    """TxnOffsetCommit v5's implicit AddOffsetsToTxn. Errors as Kafka's group coordinator
+    answers them: the transaction coordinator's retriable ones COORDINATOR_NOT_AVAILABLE (the
+    client retries). In a cluster whose transaction coordinator is another broker the add is
+    not made (the partition-leader side of KIP-890 calls no remote coordinator here; cluster
+    mode advertises no transaction version 2, so its clients use AddOffsetsToTxn)."""
+    partition = deps.groups().partition_of(request.group_id)
+    outcomes = await _add(
+        deps, request.transactional_id, request.producer_id, request.producer_epoch,
+        [(OFFSETS_TOPIC, partition)], verify_only=False,
+    )
+    error = next(iter(outcomes.values()))
+    if error is ErrorCode.NOT_COORDINATOR and deps.replication is not None:
+        return ErrorCode.NONE
+    if error in _RETRIABLE_VERIFICATION:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return error
 
 
 def _txn_offset_commit_response(
@@ -474,6 +527,28 @@ def verifier(
             return ErrorCode.NONE if cluster else elsewhere.code
 
     return verify
+
+
+def adder(
+    transactions: Callable[[], TransactionService], cluster: bool = False,
+) -> Callable[[str, int, int, tuple[str, int]], Awaitable[ErrorCode]]:
+    """For Produce v12+ (transaction version 2): add the partition to the producer's
+    transaction, as the AddPartitionsToTxn the client no longer sends. In a cluster a leader
+    that does not coordinate the id does not call the coordinator (as `verifier`)."""
+
+    async def add(
+        txn_id: str, producer_id: int, producer_epoch: int, tp: tuple[str, int]
+    ) -> ErrorCode:
+        service = transactions()
+        try:
+            result = await service.run(txn_id, lambda coordinator, now_ms: (
+                coordinator.add_partitions(txn_id, producer_id, producer_epoch, [tp], now_ms)
+            ))
+        except KafkaError as elsewhere:
+            return ErrorCode.NONE if cluster else elsewhere.code
+        return result.error
+
+    return add
 
 
 def handlers(deps: TransactionDeps) -> HandlerTable:

@@ -361,7 +361,7 @@ class Connection(asyncio.BufferedProtocol):
     def _write_ready(self) -> None:
         """Write every finished response at the head of the queue; hand off to a task for
         sendfile parts."""
-        while self._pending and self._pending[0][1].done() and not self._closed:
+        while self._pending and self._pending[0][1].done() and not self._gone():
             header, task = self._pending[0]
             try:
                 result = task.result()
@@ -399,12 +399,18 @@ class Connection(asyncio.BufferedProtocol):
         if self._fetches_pending < MAX_FETCHES_IN_FLIGHT:
             self._unblock_reading("fetches")
 
+    def _gone(self) -> bool:
+        """Closed, or closing: a failed send makes asyncio close the transport and call
+        connection_lost only on the next loop turn; writing more meanwhile (a pipelined client
+        that reset its connection) only logs a warning per write."""
+        return self._closed or self._transport is None or self._transport.is_closing()
+
     async def _send_outgoing(self, outgoing: Outgoing) -> None:
         assert self._transport is not None
         loop = asyncio.get_running_loop()
         try:
             for part in outgoing.parts:
-                if self._closed:
+                if self._gone():
                     break
                 if isinstance(part, bytes):
                     self._transport.write(part)

@@ -7,6 +7,7 @@ router and the limits it needs.
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 import contextlib
 import logging
 import ssl
@@ -16,6 +17,13 @@ from tidelog.broker.net.router import Router
 from tidelog.broker.net.security import PLAINTEXT_SECURITY, ListenerSecurity
 
 log = logging.getLogger("tidelog.broker.server")
+
+# asyncio's TLS transport (sslproto.SSLProtocol, a class attribute) gives every connection a
+# receive buffer of 256 KiB, allocated at accept: 500 idle TLS clients cost the broker 140 MiB
+# (tests/reliability/test_load_limits.py). 32 KiB still takes two full TLS records (16 KiB
+# each) per read. It is process-wide: the broker's own TLS clients (replica fetchers) get it
+# too, which suits them.
+TLS_READ_BUFFER_BYTES = 32 * 1024
 
 
 class Listener:
@@ -69,6 +77,8 @@ class Listener:
         """Listen without accepting yet; returns the bound (host, port) (the real port when
         asked for port 0). `start_serving` then accepts."""
         loop = asyncio.get_running_loop()
+        if self._ssl_context is not None:
+            asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER_BYTES
         self._server = await loop.create_server(
             lambda: Connection(self._router, self, self._limits, self._security),
             host or None,

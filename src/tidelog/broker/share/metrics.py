@@ -5,7 +5,8 @@ on). Nothing is counted on the hot path beyond the pure SharePartition's own cou
 are read at scrape time. Families (labels group, topic, partition; prefix `tidelog_share_`):
 
     acquired_total, acknowledged_total, released_total, rejected_total, archived_total,
-    lock_expiries_total, redeliveries_total, dead_letter_copies_total   counters
+    lock_expiries_total, redeliveries_total, dead_letter_copies_total,
+    filtered_total (acknowledged by the broker: the group filter did not match)   counters
     in_flight_records      gauge  offsets between the SPSO and the SPEO
     acquired_records       gauge  records currently locked by a member
     start_offset           gauge  the share-partition start offset (SPSO)
@@ -23,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from tidelog.coordinator.share_partition import SharePartition
 
 COUNTERS = ("acquired", "acknowledged", "released", "rejected", "archived", "lock_expiries",
-            "redeliveries", "dead_letter_copies")
+            "redeliveries", "dead_letter_copies", "filtered")
 
 Partitions = Callable[[], Mapping[tuple[str, uuid.UUID, int], SharePartition]]
 TopicName = Callable[[uuid.UUID], str | None]

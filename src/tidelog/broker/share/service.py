@@ -40,6 +40,7 @@ from tidelog.broker import clock
 from tidelog.broker.internal_topics import SHARE_GROUP_STATE_TOPIC
 from tidelog.broker.share.dead_letter import TOPIC_CONFIG as DEAD_LETTER_TOPIC_CONFIG
 from tidelog.broker.share.dead_letter import copy_dead_letters
+from tidelog.broker.share.filtering import TIDELOG_GROUP_CONFIGS
 from tidelog.broker.share.metrics import ShareCollector
 from tidelog.broker.share.persister import StatePersister
 from tidelog.broker.share.state_coordinator import ShareStateCoordinator
@@ -59,6 +60,8 @@ from tidelog.coordinator.share_records import (
     ShareUpdateValue,
     decode_share_record,
 )
+from tidelog.coordinator.share_retry import CONFIG as RETRY_BACKOFF_CONFIG
+from tidelog.coordinator.share_retry import configured_backoff
 from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
 from tidelog.records.batch import RecordBatch
 from tidelog.records.builder import NewRecord, build_batch
@@ -86,6 +89,7 @@ GROUP_CONFIG_NAMES = (
     "share.session.timeout.ms",
     "share.heartbeat.interval.ms",
     DEAD_LETTER_TOPIC_CONFIG,
+    *TIDELOG_GROUP_CONFIGS,  # retry back-off and filters (broker/share/filtering.py)
 )
 
 
@@ -177,6 +181,7 @@ class ShareService:
                 "share.delivery.count.limit", config.group_share_delivery_count_limit)),
             max_record_locks=config.group_share_partition_max_record_locks,
             dead_letter=bool(overrides.get(DEAD_LETTER_TOPIC_CONFIG)),
+            retry_backoff_ms=configured_backoff(overrides.get(RETRY_BACKOFF_CONFIG, "")),
         )
 
     def heartbeat_interval_ms(self, group_id: str) -> int:

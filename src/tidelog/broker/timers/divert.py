@@ -27,6 +27,7 @@ from tidelog.storage.timer_records import (
     CANCEL_HEADER,
     TIMER_META_HEADER,
     TIMER_PRODUCER_ID,
+    TIMER_PRODUCER_IDS,
     Cancel,
     ProducerSequence,
     Schedule,
@@ -34,6 +35,7 @@ from tidelog.storage.timer_records import (
     delivery_time,
     encode_meta,
     header_value,
+    is_timer_producer,
 )
 from tidelog.types import TopicPartition
 
@@ -67,8 +69,10 @@ def split_batches(
     if config.compacts:
         log_validator.require_keys(batches, config.max_message_bytes)
     for batch in batches:
-        if batch.producer_id == TIMER_PRODUCER_ID:
-            raise InvalidRecordError(f"producer id {TIMER_PRODUCER_ID} is reserved")
+        if is_timer_producer(batch.producer_id):
+            raise InvalidRecordError(
+                f"producer ids {TIMER_PRODUCER_ID}-{TIMER_PRODUCER_ID + TIMER_PRODUCER_IDS - 1}"
+                " are reserved")
         limit = max(config.max_message_bytes * 64, DEFAULT_MAX_UNCOMPRESSED_BYTES)
         section = _records_section(batch, limit)
         if not (_NAME_PARTS[0] in section or _NAME_PARTS[1] in section):

@@ -37,6 +37,7 @@ from tidelog.storage.timer_records import (
     TIMER_PRODUCER_ID,
     Cancel,
     Done,
+    Intent,
     ProducerSequence,
     TimerRecordError,
     decode_meta,
@@ -67,6 +68,10 @@ class LoadedTimers:
     # Per pending entry while loading, then reduced to the minimum per target (min_log_end).
     log_ends: array[int] = field(default_factory=lambda: array("q"))
     min_log_end: dict[TopicPartition, int] = field(default_factory=dict)
+    # Cluster mode: per target, the last INTENT and the next (producer epoch, sequence); the
+    # intents whose ids have no DONE yet (`in_doubt`: sent again by the new leader).
+    next_sequence: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    in_doubt: dict[TopicPartition, Intent] = field(default_factory=dict)
 
     def tag_of(self, tp: TopicPartition) -> int:
         tag = self.target_index.get(tp)
@@ -120,11 +125,17 @@ def _ints(code: str, data: bytes) -> array[int]:
     return values
 
 
-def load_timer_log(timer_log: PartitionLog, now_ms: int) -> LoadedTimers:
+def load_timer_log(
+    timer_log: PartitionLog, now_ms: int, end_offset: int | None = None,
+) -> LoadedTimers:
+    """The timer log's state from its start (up to `end_offset`, else its end)."""
     loaded = LoadedTimers()
     done: set[int] = set()
+    intents: dict[TopicPartition, Intent] = {}
     tags: dict[bytes, int] = {}  # meta bytes from partition on -> tag (one per target)
     for offset, value in iter_metas(timer_log):
+        if end_offset is not None and offset >= end_offset:
+            break
         fields = schedule_fields(value) if value is not None else None
         if fields is not None:
             due_ms, target_log_end, partition, topic = fields
@@ -154,6 +165,14 @@ def load_timer_log(timer_log: PartitionLog, now_ms: int) -> LoadedTimers:
                 tp = TopicPartition(meta.topic, meta.partition)
                 previous = loaded.last_done_offset.get(tp, -1)
                 loaded.last_done_offset[tp] = max(previous, meta.target_offset)
+        elif isinstance(meta, Intent):
+            intents[TopicPartition(meta.topic, meta.partition)] = meta
+    for tp, intent in intents.items():
+        loaded.next_sequence[tp] = (intent.producer_epoch,
+                                    intent.first_sequence + len(intent.timer_ids))
+        if not done.issuperset(intent.timer_ids):
+            loaded.in_doubt[tp] = intent
+            done.update(intent.timer_ids)  # not pending: the intent is sent again instead
     if done:
         keep = [i for i, timer_id in enumerate(loaded.timer_ids) if timer_id not in done]
         loaded.due_ms = array("q", (loaded.due_ms[i] for i in keep))

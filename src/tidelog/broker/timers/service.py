@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker import clock
 from tidelog.broker.timers.divert import meta_record, split_batches
@@ -87,6 +87,10 @@ class Diverted:
     batches: list[RecordBatch]  # to append to the target as usual (maybe none)
     timer_log: PartitionLog | None  # the timer log, when records went there
     timer_end_offset: int  # wait for durability up to here (with timer_log)
+    # Cluster mode: the timer batch's acks=all append at its timer partition's leader, to
+    # await before answering (None: done; else the partition's error). Closed unawaited when
+    # the rest of the partition's produce fails.
+    commit: Coroutine[Any, Any, KafkaError | None] | None = None
 
 
 class TimerService:
@@ -322,6 +326,11 @@ class TimerService:
                     ids, lags = ids[:appended], lags[:appended]
                 if appended:
                     self.broker.append_waiters.notify(tp)
+                    if target.config.is_sync:
+                        # DONE only once the delivery is as durable as an acknowledged
+                        # produce to the target would be: with durability=sync, fsynced
+                        # (here, on the loop: a DONE must not overtake the next delivery's).
+                        target.flush()
         if ids or skipped:
             self._append_done(tp, last_offset, sorted(ids + skipped))
         self.pending_per_target[tag] -= len(ids) + len(skipped)
@@ -341,7 +350,7 @@ class TimerService:
         chunks: list[list[NewRecord]] = [[]]
         size = 0
         for record in records:
-            record_size = _estimated_size(record)
+            record_size = estimated_size(record)
             chunk = chunks[-1]
             if chunk and (size + record_size > limit or len(chunk) >= DELIVERY_RECORDS_PER_BATCH):
                 chunks.append([])
@@ -371,26 +380,7 @@ class TimerService:
         return result.last_offset
 
     def _read_timer_records(self, timer_ids: list[int]) -> dict[int, Record]:
-        """The timer records with these ids (sorted), read in runs of about READ_BYTES."""
-        wanted = set(timer_ids)
-        last_wanted = timer_ids[-1] if timer_ids else -1
-        found: dict[int, Record] = {}
-        for timer_id in timer_ids:
-            if timer_id in found or timer_id < self.log.log_start_offset:
-                continue
-            if timer_id >= self.log.log_end_offset:
-                break
-            read = self.log.read(timer_id, READ_BYTES)
-            data = b"".join(piece.read_bytes() for piece in read.slices)
-            for batch in iter_batches(data):
-                if batch.last_offset < timer_id:
-                    continue
-                if batch.base_offset > last_wanted:
-                    break
-                for record in iter_records(batch):
-                    if record.offset in wanted:
-                        found[record.offset] = record
-        return found
+        return read_timer_records(self.log, timer_ids)
 
     def _cancelled(self, topic: str, uniq_key: bytes, now_ms: int) -> bool:
         cancel = self._cancels.get((topic, uniq_key))
@@ -444,7 +434,30 @@ class TimerService:
             self._handle.cancel()
 
 
-def _estimated_size(record: NewRecord) -> int:
+def read_timer_records(timer_log: PartitionLog, timer_ids: list[int]) -> dict[int, Record]:
+    """The timer records with these ids (sorted), read in runs of about READ_BYTES."""
+    wanted = set(timer_ids)
+    last_wanted = timer_ids[-1] if timer_ids else -1
+    found: dict[int, Record] = {}
+    for timer_id in timer_ids:
+        if timer_id in found or timer_id < timer_log.log_start_offset:
+            continue
+        if timer_id >= timer_log.log_end_offset:
+            break
+        read = timer_log.read(timer_id, READ_BYTES)
+        data = b"".join(piece.read_bytes() for piece in read.slices)
+        for batch in iter_batches(data):
+            if batch.last_offset < timer_id:
+                continue
+            if batch.base_offset > last_wanted:
+                break
+            for record in iter_records(batch):
+                if record.offset in wanted:
+                    found[record.offset] = record
+    return found
+
+
+def estimated_size(record: NewRecord) -> int:
     size = 32 + len(record.key or b"") + len(record.value or b"")
     for key, value in record.headers:
         size += 8 + len(key) + len(value or b"")
