@@ -21,6 +21,8 @@ from conftest import (
 )
 from tidelog.cluster.zookeeper_server import free_port
 
+from .identities import IdentityBroker, start_identity_broker, token
+
 PASSWORD = "tide-secret"
 CONSOLE_READY = "tidelog console on "
 
@@ -62,7 +64,7 @@ def start_broker(factory: BrokerFactory, data_dir: Path | None = None, *, port: 
 
 def start_console(tmp: Path, bootstrap: str, metrics_port: int | None,
                   password: str | None = PASSWORD, timeout_s: float = 5.0,
-                  client: dict[str, str] | None = None) -> ConsoleProcess:
+                  client: dict[str, str] | None = None, tables: str = "") -> ConsoleProcess:
     config = tmp / "console.toml"
     audit = tmp / "audit.jsonl"
     lines = [f'audit_log = "{audit}"', "metrics_interval = 1.0", f"timeout = {timeout_s}"]
@@ -73,7 +75,7 @@ def start_console(tmp: Path, bootstrap: str, metrics_port: int | None,
     if client:
         lines.append("[client]")
         lines += [f'"{k}" = "{v}"' for k, v in client.items()]
-    config.write_text("\n".join(lines) + "\n")
+    config.write_text("\n".join(lines) + "\n" + tables)  # tables: more TOML tables
     log_path = tmp / "console.log"
     with log_path.open("ab") as log_file:
         process = subprocess.Popen(
@@ -209,3 +211,92 @@ def sasl_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslEnv]:
         bad = factory.stop_all()
     if bad:
         pytest.fail("broker logged a traceback:\n" + "\n".join(bad))
+
+
+# -- one broker for the per-user identity tests (test_oauthbearer.py, test_tls_users.py) --------
+
+@pytest.fixture(scope="package")
+def identity_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IdentityBroker]:
+    """OAUTHBEARER on a SASL_PLAINTEXT listener and mutual TLS on an SSL listener, with ACLs
+    (tests/console/identities.py)."""
+    tmp = tmp_path_factory.mktemp("console-identities")
+    factory = BrokerFactory(tmp)
+    try:
+        yield start_identity_broker(factory, tmp)
+    finally:
+        bad = factory.stop_all()
+    if bad:
+        pytest.fail("broker logged a traceback:\n" + "\n".join(bad))
+
+
+# -- consoles in front of it: users sign in with tokens, or to their client certificates -----
+
+OAUTH_CLIENT = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}
+
+
+def token_sign_in(url: str, jwt: str) -> httpx.Response:
+    client = httpx.Client(base_url=url, timeout=30)
+    csrf = client.get("/api/session").json()["csrf_token"]
+    response = client.post("/api/session", json={"token": jwt},
+                           headers={"X-CSRF-Token": csrf})
+    response.extensions["client"] = client  # the caller closes it
+    if response.status_code == 200:
+        client.headers["X-CSRF-Token"] = response.json()["csrf_token"]
+    return response
+
+
+def signed_in(url: str, jwt: str) -> httpx.Client:
+    response = token_sign_in(url, jwt)
+    assert response.status_code == 200, response.text
+    client: httpx.Client = response.extensions["client"]
+    return client
+
+
+@dataclass
+class OAuthEnv:
+    console: ConsoleProcess
+    admin: httpx.Client  # the super user's token
+
+
+@pytest.fixture(scope="package")
+def oauth_env(identity_broker: IdentityBroker,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthEnv]:
+    tmp = tmp_path_factory.mktemp("console-oauth")
+    console = start_console(tmp, identity_broker.oauth_bootstrap, None, password=None,
+                            client=OAUTH_CLIENT)
+    try:
+        admin = signed_in(console.url, token("ops-admin"))
+        yield OAuthEnv(console, admin)
+        admin.close()
+    finally:
+        console.stop()
+        text = console.log_text()
+        assert "Traceback" not in text, text[-4000:]
+
+
+TLS_PASSWORDS = {"admin": "admin-console", "carol": "carol-console", "mallory": "mallory-console"}
+
+
+@dataclass
+class TlsEnv:
+    console: ConsoleProcess
+
+
+@pytest.fixture(scope="package")
+def tls_env(identity_broker: IdentityBroker,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsEnv]:
+    tmp = tmp_path_factory.mktemp("console-mtls")
+    certs = identity_broker.certs
+    tables = "".join(
+        f'[tls_users.{cn}]\npassword = "{TLS_PASSWORDS[cn]}"\n'
+        f'"ssl.certificate.location" = "{certs / f"{cn}-cert.pem"}"\n'
+        f'"ssl.key.location" = "{certs / f"{cn}-key.pem"}"\n' for cn in TLS_PASSWORDS)
+    console = start_console(tmp, identity_broker.tls_bootstrap, None, password=None,
+                            tables=tables, client={"security.protocol": "SSL",
+                                                   "ssl.ca.location": str(certs / "ca.pem")})
+    try:
+        yield TlsEnv(console)
+    finally:
+        console.stop()
+        text = console.log_text()
+        assert "Traceback" not in text, text[-4000:]

@@ -184,3 +184,27 @@ def test_share_groups_against_apache_kafka(kafka_console: ConsoleProcess) -> Non
         if consumer is not None:
             consumer.close()
         c.close()
+
+
+def test_share_groups_switched_off_in_apache_kafka(kafka_console: ConsoleProcess) -> None:
+    """Kafka keeps advertising the share APIs with share.version 0 (its describe answers
+    UNSUPPORTED_VERSION): the console reads the finalized feature and says share groups are
+    off, in words, on the list (200, supported false) and the rest (501). Runs last in this
+    module: it leaves the feature at 0."""
+    bootstrap = kafka_console.bootstrap  # type: ignore[attr-defined]
+    kafka_peer.run_tool("kafka-features", "--bootstrap-server", bootstrap, "downgrade",
+                        "--feature", "share.version=0")
+    c = sign_in(kafka_console.url)
+    try:
+        listed = wait_for(lambda: (lambda r: r.json() if r.status_code == 200 and
+                                   r.json()["supported"] is False else None)(
+            c.get("/api/share-groups")), 30, "the share groups list to say they are off")
+        assert "switched off" in listed["reason"] and "share.version" in listed["reason"]
+        assert listed["groups"] == []
+        for r in (c.get("/api/share-groups/ak-sharers"),
+                  c.post("/api/share-groups/ak-sharers/reset-preview",
+                         json={"strategy": "earliest"})):
+            assert r.status_code == 501, r.text
+            assert "switched off" in r.json()["error"]
+    finally:
+        c.close()

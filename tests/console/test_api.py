@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 
 from .conftest import PASSWORD, ConsoleEnv, sign_in, wait_for
 
@@ -139,9 +139,13 @@ def test_topic_create_describe_alter_delete(console_env: ConsoleEnv) -> None:
     error_of(c.post("/api/topics", json={"name": name, "partitions": 3}), 409)
     rows = {t["name"]: t for t in c.get("/api/topics").json()["topics"]}
     assert rows[name]["partitions"] == 3 and rows[name]["messages"] == 0
+    assert (rows[name]["replicas"], rows[name]["under_replicated"],
+            rows[name]["retention_ms"]) == (1, 0, 3600000), rows[name]
     detail = c.get(f"/api/topics/{name}").json()
     assert [p["partition"] for p in detail["partitions"]] == [0, 1, 2]
     assert detail["partitions"][0]["isr"] == detail["partitions"][0]["replicas"]
+    assert {(p["leader"], p["log_start_offset"], p["log_end_offset"])
+            for p in detail["partitions"]} == {(detail["partitions"][0]["replicas"][0], 0, 0)}
     configs = {e["name"]: e for e in detail["configs"]}
     assert configs["retention.ms"]["value"] == "3600000"
     r = c.patch(f"/api/topics/{name}/configs", json={"set": {"retention.ms": "7200000"}})
@@ -194,6 +198,17 @@ def test_produce_browse_decode(console_env: ConsoleEnv) -> None:
     assert m0["key"] == "k1" and m0["headers"] == [["trace", "abc"]]
     binary = next(m for m in page["messages"] if m["value_raw"]["base64"] == "/wA=")
     assert binary["value_raw"]["text"] is None and binary["key"] is None
+    # compact=1 (the browser's pages): no key/value copies, base64 only for non-UTF-8 bytes.
+    compact = c.get(f"/api/topics/{topic}/messages",
+                    params={"start": "oldest", "compact": "1"}).json()["messages"]
+    assert [(m["partition"], m["offset"]) for m in compact] == \
+        [(m["partition"], m["offset"]) for m in page["messages"]]
+    assert all("key" not in m and "value" not in m for m in compact)
+    c0 = next(m for m in compact if m["partition"] == 0 and m["offset"] == 0)
+    assert c0["value_raw"] == {"text": '{"user": {"id": 7}}', "size": 19}
+    assert c0["key_raw"] == {"text": "k1", "size": 2}
+    assert next(m for m in compact if m["value_raw"]["text"] is None)["value_raw"] == \
+        {"text": None, "base64": "/wA=", "size": 2}
     # One partition from an offset; newest N; limit.
     p1 = c.get(f"/api/topics/{topic}/messages",
                params={"partition": "1", "start": "offset", "offset": "1"}).json()
@@ -209,6 +224,33 @@ def test_produce_browse_decode(console_env: ConsoleEnv) -> None:
                     params={"start": "timestamp", "timestamp": str(mark)}).json()
     assert [(m["partition"], m["offset"]) for m in by_time["messages"]] == [
         (1, late["offset"])]
+
+
+def test_pages_from_a_reused_browsing_consumer(console_env: ConsoleEnv) -> None:
+    """The console keeps its browsing consumers between pages: each page still holds exactly
+    its own records, whatever the page before read (another topic, a later offset, a page cut
+    short by its limit while more was being fetched)."""
+    c = console_env.client
+    a, b = create_topic(console_env), create_topic(console_env)
+    producer = Producer({"bootstrap.servers": console_env.broker.bootstrap, "linger.ms": 5})
+    for topic in (a, b):
+        for i in range(300):
+            producer.produce(topic, f"{topic}:{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+
+    def page(topic: str, **params: Any) -> list[tuple[int, str]]:
+        r = c.get(f"/api/topics/{topic}/messages", params={"partition": 0, **params})
+        assert r.status_code == 200, r.text
+        return [(m["offset"], m["value"]) for m in r.json()["messages"]]
+
+    for topic, params, first, count in [
+            (a, {"start": "offset", "offset": 250, "limit": 10}, 250, 10),
+            (b, {"start": "oldest", "limit": 5}, 0, 5),
+            (a, {"start": "offset", "offset": 3, "limit": 20}, 3, 20),
+            (a, {"start": "newest", "limit": 7}, 293, 7),
+            (b, {"start": "offset", "offset": 100, "limit": 200}, 100, 200),
+            (a, {"start": "offset", "offset": 0, "limit": 2}, 0, 2)]:
+        assert page(topic, **params) == [(o, f"{topic}:{o}") for o in range(first, first + count)]
 
 
 def test_produce_bad_input(console_env: ConsoleEnv) -> None:

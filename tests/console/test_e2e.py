@@ -4,6 +4,7 @@ Screenshots of every page land in tests/console/artifacts/ (git-ignored) for a h
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -87,15 +88,23 @@ def test_console_in_chromium(console_env: ConsoleEnv) -> None:
     begun = time.monotonic()
     _prepare_share_group(console_env.broker.bootstrap, share_topic, share_group)
     print(f"share group prepared in {time.monotonic() - begun:.2f} s")
+    many_topic = f"e2e-many-{suffix}"
+    r = console_env.client.post("/api/topics", json={"name": many_topic, "partitions": 1})
+    assert r.status_code == 201, r.text
+    producer = Producer({"bootstrap.servers": console_env.broker.bootstrap, "linger.ms": 5})
+    for i in range(300):
+        producer.produce(many_topic, json.dumps({"n": i}).encode(), key=f"k{i}".encode())
+    assert producer.flush(30) == 0
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     env = {**os.environ, "CONSOLE_URL": console_env.console.url, "CONSOLE_PASSWORD": PASSWORD,
            "ARTIFACTS": str(ARTIFACTS), "TOPIC": f"e2e-orders-{suffix}", "GROUP": group,
-           "CHROMIUM": CHROMIUM, "SHARE_GROUP": share_group}
+           "CHROMIUM": CHROMIUM, "SHARE_GROUP": share_group, "MANY_TOPIC": many_topic}
     result = subprocess.run(["node", str(WEB / "e2e" / "console.e2e.mjs")], cwd=WEB, env=env,
                             capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
     print(result.stdout)  # the steps with their times (pytest -rP shows them)
     for name in ["00-sign-in", "01-overview", "02-topics", "03-topic-detail", "04-messages",
                  "06-groups", "07-group-reset-preview", "08-group-after-reset", "09-audit",
-                 "10-share-groups", "11-share-group-reset-preview"]:
+                 "10-share-groups", "11-share-group-reset-preview", "12-share-group-lag-chart",
+                 "13-messages-window"]:
         assert (ARTIFACTS / f"{name}.png").stat().st_size > 5000, name

@@ -5,6 +5,7 @@ is refused while the consumer is in and applied once it left, delete; bad input 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
@@ -111,6 +112,13 @@ def test_share_group_lifecycle(console_env: ConsoleEnv) -> None:
     assert applied.status_code == 200, applied.text
     detail = _detail(env, group)
     assert [(p["start_offset"], p["lag"]) for p in detail["partitions"]] == [(0, 3), (0, 3)]
+    # What the lag-over-time chart samples: per partition the log end minus the SPSO (the
+    # broker's own figure here), with the time the sample was taken.
+    assert all(p["lag"] == p["log_end_offset"] - p["start_offset"] and
+               p["lag_source"] == "broker" for p in detail["partitions"]), detail
+    later = _detail(env, group)
+    assert 0 < detail["sampled_at"] <= later["sampled_at"] <= time.time() * 1000 + 1
+    assert later["lag"] == detail["lag"] == 6
     assert _share_group(env, group)["lag"] == 6  # type: ignore[index]
 
     # Delete: confirmation required, then gone.

@@ -31,6 +31,8 @@ WRITE_TXN_MARKERS = 27
 DESCRIBE_LOG_DIRS = 35
 DESCRIBE_TOPIC_PARTITIONS = 75
 ELECT_LEADERS = 43
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
@@ -51,6 +53,8 @@ API_NAMES = {
     OFFSET_DELETE: "OffsetDelete", DESCRIBE_CLUSTER: "DescribeCluster",
     DESCRIBE_LOG_DIRS: "DescribeLogDirs", DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
     ELECT_LEADERS: "ElectLeaders",
+    ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
+    LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
     CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
@@ -2227,6 +2231,31 @@ def _describe_topic_partitions(t: str) -> Session:
             ("elect-v0-unknown-topic", 0, 0, [{"topic": f"{t}dtp-absent", "partitions": [0]}]),
             ("elect-v2-all", 2, 0, None),
         ]
+    ]
+    # Partition reassignments on one broker: a move to itself is done at once, a broker that
+    # is not there is refused, nothing is ever in flight to cancel or list.
+    def reassign(replicas: Callable[[Ctx], list[int] | None], partition: int = 0,
+                 topic: str = a, **extra: Any) -> Callable[[Ctx], dict[str, Any]]:
+        return lambda ctx: {"timeout": 10000, **extra, "topics": [{"name": topic, "partitions": [
+            {"partition_index": partition, "replicas": replicas(ctx)}]}]}
+
+    steps += [
+        Step(name, ALTER_PARTITION_REASSIGNMENTS, version, body)
+        for name, version, body in [
+            ("reassign-v0-to-itself", 0, reassign(lambda ctx: [ctx["node"]])),
+            ("reassign-v1-absent-broker", 1, reassign(lambda ctx: [ctx["node"], 9999])),
+            ("reassign-v0-empty", 0, reassign(lambda ctx: [])),
+            ("reassign-v0-duplicate", 0, reassign(lambda ctx: [ctx["node"], ctx["node"]])),
+            ("reassign-v0-cancel-none", 0, reassign(lambda ctx: None)),
+            ("reassign-v0-unknown-partition", 0, reassign(lambda ctx: [ctx["node"]], 9)),
+            ("reassign-v1-no-rf-change", 1, reassign(
+                lambda ctx: [ctx["node"], 9999], allow_replication_factor_change=False)),
+        ]
+    ] + [
+        Step("list-reassignments-all", LIST_PARTITION_REASSIGNMENTS, 0,
+             {"timeout": 10000, "topics": None}),
+        Step("list-reassignments-named", LIST_PARTITION_REASSIGNMENTS, 0,
+             {"timeout": 10000, "topics": [{"name": a, "partition_indexes": [0, 1]}]}),
     ]
     return Session("describe_topic_partitions", steps)
 

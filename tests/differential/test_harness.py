@@ -75,6 +75,8 @@ def test_every_scripted_body_encodes_and_names_are_unique() -> None:
         "generation": 1,
         "cmember": "c",
         "cepoch": 1,
+        "cclassic": "cc",
+        "cgeneration": 1,
     }
     names: set[str] = set()
     exchanges = 0

@@ -155,6 +155,43 @@ try {
   await page.keyboard.press("Enter");
   await page.getByText("Start offsets reset.").waitFor();
   await page.getByTestId("share-total-lag").filter({ hasText: /^6$/ }).waitFor();
+  // The lag-over-time chart drew the samples before (2) and after (6) the reset.
+  await page.locator('[data-testid="share-lag-samples"][data-last="6"]').waitFor();
+  const samples = Number(await page.getByTestId("share-lag-samples").getAttribute("data-samples"));
+  if (samples < 2) throw new Error(`share lag chart has ${samples} samples, expected 2 or more`);
+  await page.getByRole("img", { name: /Total lag/ }).locator("canvas").waitFor();
+  await shot("12-share-group-lag-chart");
+
+  step("300 messages: only a window of rows in the DOM, the keyboard reaches the last");
+  await page.goto(`${url}/#/messages/${encodeURIComponent(process.env.MANY_TOPIC)}`);
+  await page.getByLabel("From").selectOption("oldest");
+  await page.getByLabel("Limit").fill("300");
+  await page.getByRole("button", { name: "Load" }).click();
+  await page.getByTestId("message-count").filter({ hasText: /^300 messages/ }).waitFor();
+  const inDom = await page.getByTestId("message-row").count();
+  if (inDom < 10 || inDom >= 100) throw new Error(`${inDom} rows in the DOM for 300 messages`);
+  await page.getByTestId("message-row").first().focus();
+  await page.keyboard.press("End");
+  await page.locator('tr[data-index="299"]:focus').waitFor();
+  await page.keyboard.press("ArrowUp");
+  await page.locator('tr[data-index="298"]:focus').waitFor();
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", { name: `${process.env.MANY_TOPIC}/0 @ 298` }).waitFor();
+  await shot("13-messages-window");
+  // Compact pages carry no base64 for text: the browser encodes it for hex and base64.
+  const pane = page.getByRole("complementary", { name: "Selected message" });
+  await page.getByLabel("Decode").selectOption("hex");
+  await pane.getByText("7b 22 6e 22 3a 20 32 39 38 7d", { exact: true }).waitFor();
+  await page.locator('tr[data-index="298"] td', { hasText: "7b 22 6e 22 3a 20 32 39 38 7d" }).waitFor();
+  await page.getByLabel("Decode").selectOption("base64");
+  await pane.getByText("eyJuIjogMjk4fQ==", { exact: true }).waitFor();
+  await page.getByLabel("Decode").selectOption("text");
+
+  step("search the topic list");
+  await page.goto(`${url}/#/topics`);
+  await page.getByLabel("Search").fill(process.env.MANY_TOPIC);
+  await page.getByTestId(`topic-row-${process.env.MANY_TOPIC}`).waitFor();
+  if ((await page.locator('[data-testid^="topic-row-"]').count()) !== 1) throw new Error("search kept other topics");
 
   step("delete the topic with typed confirmation");
   await page.goto(`${url}/#/topics/${encodeURIComponent(topic)}`);

@@ -1,19 +1,30 @@
-import { FormEvent, useEffect, useMemo, useState } from "react";
+import { FormEvent, KeyboardEvent, useEffect, useLayoutEffect, useMemo, useRef, useState } from "react";
 import { MessagePage, Msg, Raw, TopicDetail, TopicRow, api, get } from "./api";
 import { ErrorBox, formatTime, href, useLoad } from "./common";
 
 type Decoding = "text" | "json" | "hex" | "base64";
+const OVERSCAN = 10; // rows rendered beyond the view on each side
 
+// A browse page asks for compact messages: no base64 when the bytes are UTF-8 text (they are
+// that text, encoded), a third of the JSON to parse for 1 KiB values.
 function bytesOf(raw: Raw): Uint8Array {
+  if (raw.base64 === undefined) return new TextEncoder().encode(raw.text ?? "");
   const bin = atob(raw.base64);
   const out = new Uint8Array(bin.length);
   for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
   return out;
 }
 
+function base64Of(raw: Raw): string {
+  if (raw.base64 !== undefined) return raw.base64;
+  let bin = "";
+  for (const b of bytesOf(raw)) bin += String.fromCharCode(b);
+  return btoa(bin);
+}
+
 export function decode(raw: Raw | null, how: Decoding): string {
   if (raw === null) return "null";
-  if (how === "base64") return raw.base64;
+  if (how === "base64") return base64Of(raw);
   if (how === "hex")
     return Array.from(bytesOf(raw), (b) => b.toString(16).padStart(2, "0")).join(" ");
   const text = raw.text ?? `(binary, ${raw.size} bytes; use hex or base64)`;
@@ -81,6 +92,49 @@ export function Messages({ topic }: { topic: string }) {
   const [selected, setSelected] = useState<Msg | null>(null);
   const [loading, setLoading] = useState(false);
 
+  const box = useRef<HTMLDivElement>(null);
+  const [scrollTop, setScrollTop] = useState(0);
+  const [viewHeight, setViewHeight] = useState(560);
+  const [rowHeight, setRowHeight] = useState(31);
+  const [focusIndex, setFocusIndex] = useState<number | null>(null);
+  const rows = page?.messages ?? [];
+  // Only the rows in view (and OVERSCAN either side) are in the DOM: laying out 1,000 rows
+  // took most of a page's 300 ms budget (docs/benchmarks.md, "Web console").
+  const first = Math.max(0, Math.floor(scrollTop / rowHeight) - OVERSCAN);
+  const last = Math.min(rows.length, Math.ceil((scrollTop + viewHeight) / rowHeight) + OVERSCAN);
+  useLayoutEffect(() => {
+    const row = box.current?.querySelector<HTMLElement>('tbody tr[data-testid="message-row"]');
+    if (row && row.offsetHeight > 0 && Math.abs(row.offsetHeight - rowHeight) > 0.5) setRowHeight(row.offsetHeight);
+    if (box.current && box.current.clientHeight > 0) setViewHeight(box.current.clientHeight);
+  }, [page, rowHeight]);
+  useEffect(() => {
+    if (box.current) box.current.scrollTop = 0;
+    setScrollTop(0);
+  }, [page]);
+  // The row moved to by the keyboard is focused once it is rendered; scrolling by wheel or
+  // pointer hands the focus back to the user (no jumping back to that row).
+  const keyboardMove = useRef(false);
+  useEffect(() => {
+    if (focusIndex === null || !keyboardMove.current) return;
+    const row = box.current?.querySelector<HTMLElement>(`tr[data-index="${focusIndex}"]`);
+    if (row) {
+      row.focus({ preventScroll: true });
+      keyboardMove.current = false;
+    }
+  }, [focusIndex, first, last]);
+  const onRowKey = (e: KeyboardEvent, i: number) => {
+    if (e.key === "Enter") setSelected(rows[i]);
+    const to = e.key === "ArrowDown" ? i + 1 : e.key === "ArrowUp" ? i - 1 : e.key === "Home" ? 0 : e.key === "End" ? rows.length - 1 : null;
+    if (to === null || to < 0 || to >= rows.length || !box.current) return;
+    e.preventDefault();
+    keyboardMove.current = true;
+    const top = to * rowHeight;
+    const header = box.current.querySelector("thead")?.clientHeight ?? 0;
+    if (top < box.current.scrollTop) box.current.scrollTop = top;
+    else if (top + rowHeight + header > box.current.scrollTop + box.current.clientHeight) box.current.scrollTop = top + rowHeight + header - box.current.clientHeight;
+    setFocusIndex(to);
+  };
+
   const query = useMemo(() => {
     const q = new URLSearchParams({ start, limit, filter });
     if (partition !== "all") q.set("partition", partition);
@@ -94,7 +148,7 @@ export function Messages({ topic }: { topic: string }) {
     e?.preventDefault();
     setLoading(true);
     try {
-      setPage(await get<MessagePage>(`${base}?${query}`));
+      setPage(await get<MessagePage>(`${base}?${query}&compact=1`));
       setError(null);
     } catch (err) {
       setError(err instanceof Error ? err.message : String(err));
@@ -196,35 +250,62 @@ export function Messages({ topic }: { topic: string }) {
         </p>
       )}
       <div className="split">
-        <table className="messages">
-          <thead>
-            <tr>
-              <th>Partition</th>
-              <th>Offset</th>
-              <th>Timestamp</th>
-              <th>Key</th>
-              <th>Value</th>
-            </tr>
-          </thead>
-          <tbody>
-            {(page?.messages ?? []).map((m) => (
-              <tr
-                key={`${m.partition}-${m.offset}`}
-                tabIndex={0}
-                className={selected === m ? "selected" : ""}
-                onClick={() => setSelected(m)}
-                onKeyDown={(e) => e.key === "Enter" && setSelected(m)}
-                data-testid="message-row"
-              >
-                <td>{m.partition}</td>
-                <td>{m.offset}</td>
-                <td>{formatTime(m.timestamp)}</td>
-                <td className="mono clip">{cell(m.key_raw, how)}</td>
-                <td className="mono clip">{cell(m.value_raw, how)}</td>
+        <div
+          className="rows"
+          ref={box}
+          onScroll={(e) => setScrollTop(e.currentTarget.scrollTop)}
+          onWheel={() => (keyboardMove.current = false)}
+          onPointerDown={() => (keyboardMove.current = false)}
+        >
+          <table className="messages" aria-rowcount={rows.length + 1}>
+            <colgroup>
+              <col style={{ width: "5.5rem" }} />
+              <col style={{ width: "7rem" }} />
+              <col style={{ width: "15.5rem" }} />
+              <col style={{ width: "18%" }} />
+              <col />
+            </colgroup>
+            <thead>
+              <tr aria-rowindex={1}>
+                <th>Partition</th>
+                <th>Offset</th>
+                <th>Timestamp</th>
+                <th>Key</th>
+                <th>Value</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {first > 0 && (
+                <tr aria-hidden="true" className="spacer" style={{ height: first * rowHeight }}>
+                  <td colSpan={5} />
+                </tr>
+              )}
+              {rows.slice(first, last).map((m, j) => (
+                <tr
+                  key={`${m.partition}-${m.offset}`}
+                  tabIndex={0}
+                  aria-rowindex={first + j + 2}
+                  data-index={first + j}
+                  className={selected === m ? "selected" : ""}
+                  onClick={() => setSelected(m)}
+                  onKeyDown={(e) => onRowKey(e, first + j)}
+                  data-testid="message-row"
+                >
+                  <td>{m.partition}</td>
+                  <td>{m.offset}</td>
+                  <td>{formatTime(m.timestamp)}</td>
+                  <td className="mono clip">{cell(m.key_raw, how)}</td>
+                  <td className="mono clip">{cell(m.value_raw, how)}</td>
+                </tr>
+              ))}
+              {last < rows.length && (
+                <tr aria-hidden="true" className="spacer" style={{ height: (rows.length - last) * rowHeight }}>
+                  <td colSpan={5} />
+                </tr>
+              )}
+            </tbody>
+          </table>
+        </div>
         {selected && <MessageDetail m={selected} how={how} topics={(topics.data?.topics ?? []).map((t) => t.name)} />}
       </div>
       <Produce topic={topic} partitions={partitions.map((p) => p.partition)} onDone={() => void load()} />

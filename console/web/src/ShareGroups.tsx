@@ -1,5 +1,6 @@
-import { useState } from "react";
+import { useEffect, useState } from "react";
 import { ShareGroupDetail, ShareGroupList, ShareResetPreview, api, get } from "./api";
+import { Chart } from "./Chart";
 import { ErrorBox, href, useLoad } from "./common";
 
 // Share groups (KIP-932): records shared by the members, each partition's progress kept as its
@@ -68,6 +69,12 @@ export function ShareGroupPage({ id }: { id: string }) {
   const [error, setError] = useState<string | null>(null);
   const [status, setStatus] = useState<string | null>(null);
   const [confirm, setConfirm] = useState("");
+  // Lag over time, sampled by this page's polling (every 5 s while it is open), as the
+  // consumer group page does; x is the server's sampling time.
+  const [lagHistory, setLagHistory] = useState<[number, number][]>([]);
+  useEffect(() => {
+    if (group.data) setLagHistory((old) => [...old, [group.data!.sampled_at / 1000, group.data!.lag] as [number, number]].slice(-180));
+  }, [group.data]);
   const body = () => ({
     strategy,
     topic: topic || null,
@@ -105,6 +112,16 @@ export function ShareGroupPage({ id }: { id: string }) {
             <dt>Total lag</dt>
             <dd data-testid="share-total-lag">{d.lag}</dd>
           </dl>
+          <h2>Lag over time</h2>
+          <Chart
+            title="Total lag (sampled every 5 s while this page is open)"
+            unit="records"
+            series={[{ label: "lag", color: "#dc2626" }]}
+            data={[lagHistory.map((p) => p[0]), lagHistory.map((p) => p[1])]}
+          />
+          <p className="muted" data-testid="share-lag-samples" data-samples={lagHistory.length} data-last={lagHistory.length ? lagHistory[lagHistory.length - 1][1] : ""}>
+            {lagHistory.length} samples; the last {lagHistory.length ? lagHistory[lagHistory.length - 1][1] : "–"} records.
+          </p>
           <h2>Members</h2>
           {d.members.length === 0 ? (
             <p className="muted">No members (the group is empty: its start offsets can be reset).</p>

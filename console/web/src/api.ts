@@ -53,6 +53,7 @@ export interface Session {
   csrf_token: string;
   password_required: boolean;
   sasl_mechanism?: string | null;
+  client_certificates?: boolean;
   bootstrap: string;
 }
 export interface Acl {
@@ -151,7 +152,7 @@ export interface TopicDetail {
 }
 export interface Raw {
   text: string | null;
-  base64: string;
+  base64?: string; // left out of compact pages when `text` holds the bytes
   size: number;
 }
 export interface Msg {
@@ -257,6 +258,7 @@ export interface SharePartition {
   start_offset: number | null;
   log_end_offset: number | null;
   lag: number | null;
+  lag_source: "broker" | "log_end_minus_spso" | null;
   error: string | null;
   members: string[];
   acquired: number | null;
@@ -272,6 +274,7 @@ export interface ShareGroupDetail {
   members: ShareMember[];
   partitions: SharePartition[];
   lag: number;
+  sampled_at: number;
   warning: string | null;
 }
 

@@ -12,14 +12,16 @@ import { Transactions } from "./Transactions";
 import { TopicPage, Topics } from "./Topics";
 import "./styles.css";
 
-function SignIn({ sasl, onSignedIn }: { sasl: string | null; onSignedIn: (s: Session) => void }) {
+function SignIn({ sasl, certs, onSignedIn }: { sasl: string | null; certs: boolean; onSignedIn: (s: Session) => void }) {
   const [password, setPassword] = useState("");
   const [user, setUser] = useState("");
   const [error, setError] = useState<string | null>(null);
+  const [token, setToken] = useState("");
+  const oauth = sasl === "OAUTHBEARER";
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     try {
-      const s = await api<Session>("POST", "/api/session", { password, user: user || undefined });
+      const s = await api<Session>("POST", "/api/session", oauth ? { token } : { password, user: user || undefined });
       setCsrf(s.csrf_token);
       onSignedIn(s);
     } catch (err) {
@@ -30,15 +32,27 @@ function SignIn({ sasl, onSignedIn }: { sasl: string | null; onSignedIn: (s: Ses
     <main className="signin">
       <form className="panel" onSubmit={(e) => void submit(e)} aria-label="Sign in">
         <h1>Tidelog console</h1>
-        {sasl && <p className="muted">Sign in with your Kafka user ({sasl}): the cluster's ACLs decide what you see and do.</p>}
+        {oauth && (
+          <>
+            <p className="muted">Paste your OAuth bearer token (a JWT from your identity provider): the console talks to the cluster as its principal, so the cluster's ACLs decide what you see and do. You are signed out when it expires.</p>
+            <label>
+              Token{" "}
+              <textarea name="token" rows={5} value={token} onChange={(e) => setToken(e.target.value)} autoFocus required spellCheck={false} />
+            </label>
+          </>
+        )}
+        {sasl && !oauth && <p className="muted">Sign in with your Kafka user ({sasl}): the cluster's ACLs decide what you see and do.</p>}
+        {certs && <p className="muted">Sign in with your console user: the console then connects with your client certificate, so the cluster's ACLs for it decide what you see and do.</p>}
+        {!oauth && (<>
         <label>
-          {sasl ? "Kafka user" : "Name (for the audit log)"}{" "}
-          <input name="user" value={user} onChange={(e) => setUser(e.target.value)} autoComplete="username" required={!!sasl} />
+          {sasl ? "Kafka user" : certs ? "Console user" : "Name (for the audit log)"}{" "}
+          <input name="user" value={user} onChange={(e) => setUser(e.target.value)} autoComplete="username" required={!!sasl || certs} />
         </label>
         <label>
           Password{" "}
           <input name="password" type="password" value={password} onChange={(e) => setPassword(e.target.value)} autoFocus autoComplete="current-password" />
         </label>
+        </>)}
         <button type="submit">Sign in</button>
         <ErrorBox error={error} />
       </form>
@@ -61,7 +75,7 @@ function App() {
   if (error) return <ErrorBox error={error} />;
   if (!session) return <p>Loading…</p>;
   if (!session.signed_in)
-    return <SignIn sasl={session.sasl_mechanism ?? null} onSignedIn={(s) => setSession({ ...session, ...s })} />;
+    return <SignIn sasl={session.sasl_mechanism ?? null} certs={!!session.client_certificates} onSignedIn={(s) => setSession({ ...session, ...s })} />;
   const [page, arg] = route;
   const nav = [
     ["", "Overview"],

@@ -35,6 +35,7 @@ from tidelog.broker.handlers import (
     list_offsets,
     log_dirs,
     metadata,
+    partition_reassignments,
     produce,
     producer,
     sasl,
@@ -181,13 +182,21 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         ), table)
         # Single node: every partition led here (a cluster's would need the cluster view).
         table |= elect_leaders.handlers(elect_leaders.ElectLeadersDeps(topics, authorizer))
+        table |= partition_reassignments.handlers(
+            partition_reassignments.SingleNodeReassignmentDeps(config.node_id, topics, authorizer)
+        )
         table |= describe_topic_partitions.handlers(
             describe_topic_partitions.DescribeTopicPartitionsDeps(
                 config.node_id, topics, authorizer
             )
         )
     else:
-        from tidelog.broker.handlers import cluster, cluster_admin
+        from tidelog.broker.handlers import (
+            cluster,
+            cluster_admin,
+            cluster_describe_cluster,
+            cluster_reassignments,
+        )
         from tidelog.broker.handlers.cluster_common import ClusterDeps
 
         deps = ClusterDeps(
@@ -195,6 +204,8 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         )
         table |= cluster.handlers(deps)
         table |= cluster_admin.handlers(deps)
+        table |= cluster_reassignments.handlers(deps)
+        table |= cluster_describe_cluster.handlers(deps)
         # InitProducerId: idempotent producers as cluster_admin answers, transactional ids
         # through the transaction coordinator.
         table[ApiKey.INIT_PRODUCER_ID] = partial(

@@ -259,3 +259,5 @@ class FetcherOwner(Protocol):
     def set_follower_high_watermark(
         self, state: Any, leader_high_watermark: int
     ) -> None: ...
+
+    def follower_quota(self, state: Any) -> Any: ...  # a throttle.ReplicationQuota or None

@@ -111,6 +111,18 @@ class TopicRegistry:
             self._logs.delete(TopicPartition(name, partition))
         log.info("deleted topic %s", name)
 
+    def reset_partition(self, topic: str, partition: int) -> None:
+        """Cluster mode, a replica reassigned away: delete the partition's log and open an
+        empty one in its place (every broker opens each partition of a topic it knows; an
+        empty log is what a broker that is no replica holds)."""
+        info = self._store.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return
+        tp = TopicPartition(topic, partition)
+        self._logs.delete(tp)
+        self._logs.create(tp, self.log_config_for(info))
+        log.info("deleted the log of %s: no longer a replica here", tp)
+
     def check_partition_budget(self, added: int) -> None:
         """Refuse partitions past max.broker.partitions: each holds open files, and a broker
         out of file descriptors can neither accept connections nor roll segments."""

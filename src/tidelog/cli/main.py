@@ -16,6 +16,7 @@ from tidelog.cli.dump_log import dump_log_command
 from tidelog.cli.groups import groups
 from tidelog.cli.log_dirs import log_dirs_group
 from tidelog.cli.produce import produce_command
+from tidelog.cli.reassign import reassign
 from tidelog.cli.serve import serve
 from tidelog.cli.share_groups import describe_share, list_share, reset_share_offsets
 from tidelog.cli.timers import timers
@@ -33,6 +34,7 @@ def main() -> None:
 main.add_command(serve)
 main.add_command(archive)
 main.add_command(topics)
+topics.add_command(reassign)  # `tidelog topics reassign` (kafka-reassign-partitions.sh)
 main.add_command(produce_command)
 main.add_command(consume_command)
 main.add_command(dump_log_command)

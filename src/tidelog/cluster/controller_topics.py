@@ -105,6 +105,8 @@ class TopicChanges:
             fresh = context.store.topic_assignment(topic)
             if fresh is not None and set(fresh.partitions) != set(known.partitions):
                 changes.extend(self._load_topic(fence, topic))
+            elif fresh is not None:
+                context.assignments[topic] = fresh  # a reassignment's start or end
         return changes
 
     def _watch_topic(self, topic: str) -> None:
@@ -145,13 +147,17 @@ class TopicChanges:
             changes.append(PartitionChange(TopicPartition(topic, p), state))
         return changes
 
-    def on_isr_change(self) -> None:
+    def on_isr_change(self) -> list[TopicPartition]:
+        """Refresh the states leaders rewrote; returns those partitions."""
         context = self._context
+        refreshed = []
         for name in context.store.isr_change_notifications():
             for tp in context.store.take_isr_change(name):
                 fresh = context.store.partition_state(tp)
                 if fresh is not None and tp.topic in context.assignments:
                     context.states[tp] = fresh
+                    refreshed.append(tp)
+        return refreshed
 
     def on_topic_deletion(self) -> None:
         context = self._context

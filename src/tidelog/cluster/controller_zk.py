@@ -36,6 +36,7 @@ from kazoo.protocol.states import KazooState, WatchedEvent
 from tidelog.cluster import placement
 from tidelog.cluster import zk_layout as layout
 from tidelog.cluster.controller_context import ControllerContext, State
+from tidelog.cluster.controller_reassign import Reassignments
 from tidelog.cluster.controller_topics import TopicChanges
 from tidelog.cluster.events import ControllerEvent, EventInbox, PartitionChange
 from tidelog.cluster.zk_layout import (
@@ -87,6 +88,7 @@ class ClusterMember:
         self._broker_epoch: int | None = None
         self._context = ControllerContext(self.broker_id, self.store)
         self._topics = TopicChanges(self._context, self._inbox, rng or random.Random())
+        self._reassignments = Reassignments(self._context)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -98,6 +100,7 @@ class ClusterMember:
         client = self.store.client
         client.add_listener(self._on_session_state)
         client.DataWatch(layout.CONTROLLER_PATH, self._on_controller_znode)
+        client.DataWatch(layout.REASSIGN_PARTITIONS_PATH, self._on_reassign_znode)
         for path, event in (
             (layout.BROKER_IDS_PATH, ControllerEvent.BROKER_CHANGE),
             (layout.TOPICS_PATH, ControllerEvent.TOPIC_CHANGE),
@@ -115,6 +118,12 @@ class ClusterMember:
         self, data: bytes | None, stat: object, event: WatchedEvent | None = None
     ) -> None:
         self._inbox.put(ControllerEvent.CONTROLLER_CHANGE)
+
+    def _on_reassign_znode(
+        self, data: bytes | None, stat: object, event: WatchedEvent | None = None
+    ) -> None:
+        if data is not None:
+            self._inbox.put(ControllerEvent.PARTITION_REASSIGNMENT)
 
     def _children_watcher(
         self, event: ControllerEvent
@@ -192,12 +201,13 @@ class ClusterMember:
         if self._context.fence is None:
             return []  # the other events are the controller's business
         if event is ControllerEvent.BROKER_CHANGE:
-            return self._on_broker_change()
+            return self._on_broker_change() + self._reassignments.progress()
         if event is ControllerEvent.TOPIC_CHANGE:
             return self._topics.on_topic_change()
         if event is ControllerEvent.ISR_CHANGE:
-            self._topics.on_isr_change()
-            return []
+            return self._reassignments.progress(self._topics.on_isr_change())
+        if event is ControllerEvent.PARTITION_REASSIGNMENT:
+            return self._reassignments.on_request()
         if event is ControllerEvent.PARTITION_MODIFICATION:
             return self._topics.on_partition_modification()
         self._topics.on_topic_deletion()
@@ -238,7 +248,9 @@ class ClusterMember:
         changes = self._topics.on_topic_change()
         self._topics.on_isr_change()
         self._topics.on_topic_deletion()
-        return changes + self._reconcile(self._context.states.keys())
+        changes += self._reconcile(self._context.states.keys())
+        # Moves a previous controller started, then any request it left unread.
+        return changes + self._reassignments.progress() + self._reassignments.on_request()
 
     def _on_broker_change(self) -> list[PartitionChange]:
         before = self._context.live

@@ -25,6 +25,7 @@ class ControllerEvent(enum.Enum):
     PARTITION_MODIFICATION = "a topic's assignment changed (partitions added)"
     ISR_CHANGE = "a leader wrote an ISR change notification"
     TOPIC_DELETION = "a topic deletion was requested"
+    PARTITION_REASSIGNMENT = "/admin/reassign_partitions was written"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,9 @@ ZooKeeper mode writes them:
 - `/config/topics/<t>`: `{"version":1,"config":{"name":"value",...}}`.
 - `/config/changes/config_change_<seq>`: `{"version":2,"entity_path":"topics/<t>"}` after
   each change (brokers here watch the config znode itself; Kafka's tools read these).
+- `/config/brokers/<id>` and `/config/brokers/<default>`: dynamic broker configs, the same
+  document (only the replication throttle rates are dynamic here), notification
+  `"entity_path":"brokers/<id>"`.
 - `/latest_producer_id_block`: `{"version":1,"broker":N,"block_start":"<first>",
   "block_end":"<last>"}` (decimal strings, inclusive).
 """
@@ -24,12 +27,19 @@ from tidelog.cluster import zk_layout as layout
 from tidelog.errors import ErrorCode, KafkaError
 
 CONFIG_TOPICS_PATH = "/config/topics"
+CONFIG_BROKERS_PATH = "/config/brokers"
+DEFAULT_BROKER = "<default>"  # Kafka's entity name for the cluster-wide default
 CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS_PATH}/{topic}"
+
+
+def broker_config_path(broker: str) -> str:
+    """`broker`: a broker id in decimal, or DEFAULT_BROKER."""
+    return f"{CONFIG_BROKERS_PATH}/{broker}"
 
 
 def _config_document(configs: Mapping[str, str]) -> bytes:
@@ -80,6 +90,31 @@ class AdminZnodes:
         except NoNodeError:
             self.client.create(path, _config_document(configs), makepath=True)
         notification = json.dumps({"version": 2, "entity_path": f"topics/{topic}"})
+        self.client.create(
+            CONFIG_CHANGE_PREFIX, notification.encode("utf-8"), sequence=True, makepath=True
+        )
+
+    def broker_config(self, broker: str) -> dict[str, str] | None:
+        """A broker's (or `<default>`'s) dynamic configs; None if malformed, {} if absent."""
+        try:
+            data, _ = self.client.get(broker_config_path(broker))
+        except NoNodeError:
+            return {}
+        try:
+            config = json.loads(data)["config"]
+            return {str(k): str(v) for k, v in config.items()}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def change_broker_config(self, broker: str, configs: Mapping[str, str]) -> None:
+        """Replace `/config/brokers/<broker>` (Kafka's AdminZkClient.changeBrokerConfig) and
+        leave the change notification."""
+        path = broker_config_path(broker)
+        try:
+            self.client.set(path, _config_document(configs))
+        except NoNodeError:
+            self.client.create(path, _config_document(configs), makepath=True)
+        notification = json.dumps({"version": 2, "entity_path": f"brokers/{broker}"})
         self.client.create(
             CONFIG_CHANGE_PREFIX, notification.encode("utf-8"), sequence=True, makepath=True
         )

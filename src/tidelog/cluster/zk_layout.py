@@ -32,9 +32,11 @@ from tidelog.cluster.zk_payloads import (
     decode_cluster_id,
     decode_controller_epoch,
     decode_isr_change,
+    decode_reassignment,
     encode_cluster_id,
     encode_controller_epoch,
     encode_isr_change,
+    encode_reassignment,
     new_topic_id,
     validate_topic_name,
 )
@@ -53,6 +55,7 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "NO_LEADER",
     "PERSISTENT_PATHS",
+    "REASSIGN_PARTITIONS_PATH",
     "TOPICS_PATH",
     "BrokerEndpoint",
     "BrokerRegistration",
@@ -65,10 +68,12 @@ __all__ = [
     "decode_cluster_id",
     "decode_controller_epoch",
     "decode_isr_change",
+    "decode_reassignment",
     "delete_topic_path",
     "encode_cluster_id",
     "encode_controller_epoch",
     "encode_isr_change",
+    "encode_reassignment",
     "new_topic_id",
     "partition_path",
     "partition_state_path",
@@ -85,6 +90,7 @@ CONTROLLER_EPOCH_PATH = "/controller_epoch"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
+REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 CLUSTER_ID_PATH = "/cluster/id"
 PERSISTENT_PATHS = (
     BROKER_IDS_PATH,

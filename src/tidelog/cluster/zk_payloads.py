@@ -27,7 +27,11 @@ Znodes (P = persistent, E = ephemeral, S = persistent sequential):
     {"version": 3,
      "partitions": {"0": [1, 2, 3]},    partition -> replicas, preferred leader first
      "topic_id": "AAAAAAAAAAAAAAAAAAAAAA",  22-char base64url UUID without padding
-     "adding_replicas": {}, "removing_replicas": {}}   reassignment in flight (unused: empty)
+     "adding_replicas": {"0": [4]},     partition -> replicas a reassignment adds
+     "removing_replicas": {"0": [1]}}   partition -> replicas it removes (both {} when none)
+    During a reassignment `partitions` holds target + original replicas (target first).
+`/admin/reassign_partitions` (P) a reassignment request, read and deleted by the controller:
+    {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3, 4]}]}
 `/brokers/topics/<topic>/partitions/<p>/state` (P) leader and ISR:
     {"controller_epoch": 1,             epoch of the controller that last wrote it
      "leader": 1,                       broker id, -1 when no replica can lead
@@ -222,6 +226,23 @@ class TopicAssignment:
     topic: str
     topic_id: str
     partitions: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    # A reassignment in flight (Kafka's ReplicaAssignment): partition -> replicas it adds /
+    # removes; `partitions` then holds the target and the original replicas together.
+    adding_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def target_replicas(self, partition: int) -> tuple[int, ...]:
+        """The replicas a reassignment moves to (the replicas themselves when none)."""
+        removing = set(self.removing_replicas.get(partition, ()))
+        return tuple(b for b in self.replicas(partition) if b not in removing)
+
+    def origin_replicas(self, partition: int) -> tuple[int, ...]:
+        """The replicas before the reassignment (what a cancellation goes back to)."""
+        adding = set(self.adding_replicas.get(partition, ()))
+        return tuple(b for b in self.replicas(partition) if b not in adding)
+
+    def is_reassigning(self, partition: int) -> bool:
+        return bool(self.adding_replicas.get(partition) or self.removing_replicas.get(partition))
 
     def replicas(self, partition: int) -> tuple[int, ...]:
         try:
@@ -239,8 +260,8 @@ class TopicAssignment:
                     str(p): list(replicas) for p, replicas in sorted(self.partitions.items())
                 },
                 "topic_id": self.topic_id,
-                "adding_replicas": {},
-                "removing_replicas": {},
+                "adding_replicas": _partition_lists(self.adding_replicas),
+                "removing_replicas": _partition_lists(self.removing_replicas),
             }
         )
 
@@ -261,7 +282,62 @@ class TopicAssignment:
         topic_id = obj.get("topic_id", "")
         if not isinstance(topic_id, str):
             raise ZkLayoutError("topic_id must be a string")
-        return cls(validate_topic_name(topic), topic_id, partitions)
+        adding = _decode_partition_lists(obj.get("adding_replicas", {}), "adding_replicas")
+        removing = _decode_partition_lists(obj.get("removing_replicas", {}), "removing_replicas")
+        for moving in (adding, removing):
+            for p, brokers in moving.items():
+                if p not in partitions or not set(brokers) <= set(partitions[p]):
+                    raise ZkLayoutError(f"partition {p}: {brokers} are not among its replicas")
+        return cls(validate_topic_name(topic), topic_id, partitions, adding, removing)
+
+
+def _partition_lists(lists: Mapping[int, tuple[int, ...]]) -> dict[str, list[int]]:
+    return {str(p): list(brokers) for p, brokers in sorted(lists.items()) if brokers}
+
+
+def _decode_partition_lists(raw: Any, name: str) -> dict[int, tuple[int, ...]]:
+    if not isinstance(raw, dict):
+        raise ZkLayoutError(f"{name} must be an object")
+    result: dict[int, tuple[int, ...]] = {}
+    for key, brokers in raw.items():
+        if not isinstance(key, str) or not _is_decimal(key) or len(key) > 9:
+            raise ZkLayoutError(f"malformed partition id {key!r} in {name}")
+        result[int(key)] = _broker_list(brokers, name)
+    return result
+
+
+MAX_REASSIGNMENT_ENTRIES = 100_000  # bounded by the znode size anyway (1 MiB)
+
+
+def encode_reassignment(targets: Mapping[TopicPartition, tuple[int, ...]]) -> bytes:
+    """`/admin/reassign_partitions` (Kafka's ReassignPartitionsZNode, version 1)."""
+    entries = []
+    for tp, replicas in sorted(targets.items()):
+        validate_topic_name(tp.topic)
+        entries.append(
+            {"topic": tp.topic, "partition": tp.partition,
+             "replicas": list(_broker_list(list(replicas), "replicas"))}
+        )
+    return _dump({"version": 1, "partitions": entries})
+
+
+def decode_reassignment(data: bytes) -> dict[TopicPartition, tuple[int, ...]]:
+    obj = _load(data)
+    if _int(obj, "version") != 1:
+        raise ZkLayoutError(f"unsupported reassignment version {obj['version']}")
+    raw = obj.get("partitions")
+    if not isinstance(raw, list) or len(raw) > MAX_REASSIGNMENT_ENTRIES:
+        raise ZkLayoutError("reassignment without a partitions list")
+    targets: dict[TopicPartition, tuple[int, ...]] = {}
+    for entry in raw:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise ZkLayoutError(f"malformed reassignment entry {entry!r}")
+        partition = _int(entry, "partition")
+        if partition < 0:
+            raise ZkLayoutError(f"invalid partition {partition}")
+        tp = TopicPartition(validate_topic_name(entry["topic"]), partition)
+        targets[tp] = _broker_list(entry.get("replicas"), "replicas")
+    return targets
 
 
 @dataclass(frozen=True, slots=True)

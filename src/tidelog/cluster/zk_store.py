@@ -325,7 +325,10 @@ class ZkStore(AdminZnodes):
         current = TopicAssignment.decode(topic, data)
         if set(additions) & set(current.partitions):
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"{topic}: partition exists")
-        merged = TopicAssignment(topic, current.topic_id, {**current.partitions, **additions})
+        merged = TopicAssignment(
+            topic, current.topic_id, {**current.partitions, **additions},
+            current.adding_replicas, current.removing_replicas,
+        )
         try:
             self.client.set(layout.topic_path(topic), merged.encode(), version=stat.version)
         except (BadVersionError, NoNodeError):
@@ -340,6 +343,56 @@ class ZkStore(AdminZnodes):
 
     def topics_to_delete(self, watch: Watch | None = None) -> list[str]:
         return sorted(self.client.get_children(layout.DELETE_TOPICS_PATH, watch=watch))
+
+    # ------------------------------------------------------------ reassignments
+
+    def topic_assignment_versioned(self, topic: str) -> tuple[TopicAssignment, int] | None:
+        try:
+            data, stat = self.client.get(layout.topic_path(topic))
+        except NoNodeError:
+            return None
+        return TopicAssignment.decode(topic, data), stat.version
+
+    def write_topic_assignment(
+        self, fence: ControllerFence, assignment: TopicAssignment, zk_version: int
+    ) -> int | None:
+        """Controller write of a topic's assignment (a reassignment's start or end), fenced
+        and conditional on the version read; None if it changed meanwhile (CreatePartitions)."""
+        transaction = self.client.transaction()
+        transaction.check(layout.CONTROLLER_EPOCH_PATH, fence.epoch_zk_version)
+        transaction.set_data(layout.topic_path(assignment.topic), assignment.encode(), zk_version)
+        results = transaction.commit()
+        failure = _failed(results)
+        if failure is None:
+            new_version: int = results[1].version
+            return new_version
+        self._raise_if_fenced(results, fence)
+        if isinstance(failure, BadVersionError | NoNodeError):
+            return None
+        raise failure
+
+    def request_reassignment(self, targets: Mapping[TopicPartition, tuple[int, ...]]) -> bool:
+        """What an admin writes (Kafka's `/admin/reassign_partitions`); False while an earlier
+        request is still there (the controller deletes each once it has started it)."""
+        try:
+            self.client.create(layout.REASSIGN_PARTITIONS_PATH, layout.encode_reassignment(targets))
+        except NodeExistsError:
+            return False
+        return True
+
+    def reassignment_request(
+        self, watch: Watch | None = None
+    ) -> dict[TopicPartition, tuple[int, ...]] | None:
+        """The pending request (None: none). A malformed one raises ZkLayoutError."""
+        try:
+            data, _ = self.client.get(layout.REASSIGN_PARTITIONS_PATH, watch=watch)
+        except NoNodeError:
+            return None
+        return layout.decode_reassignment(data)
+
+    def delete_reassignment_request(self) -> None:
+        with contextlib.suppress(NoNodeError):
+            self.client.delete(layout.REASSIGN_PARTITIONS_PATH)
 
     # ------------------------------------------------------------ ISR changes by leaders
 

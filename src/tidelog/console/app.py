@@ -31,7 +31,7 @@ from tidelog.console import (
 )
 from tidelog.console.auth import AuditLog, Sessions
 from tidelog.console.cluster import Cluster
-from tidelog.console.cluster_sessions import SessionClusters
+from tidelog.console.cluster_sessions import SessionClusters, sasl_settings, tls_user_settings
 from tidelog.console.config import ConsoleConfig
 from tidelog.console.guard import Guard
 from tidelog.console.metrics import MetricsHistory
@@ -87,10 +87,13 @@ def api_routes() -> list[Route]:
 def create_app(config: ConsoleConfig) -> Starlette:
     cluster = Cluster(config.bootstrap, config.timeout, config.client)
     session_clusters = None
-    if config.sasl_mechanism is not None:
+    mechanism = config.sasl_mechanism
+    if mechanism is not None or config.tls_users:
         session_clusters = SessionClusters(
             lambda extra: Cluster(config.bootstrap, config.timeout, {**config.client, **extra}),
-            config.max_session_clients)
+            config.max_session_clients,
+            (lambda credentials: sasl_settings(credentials, mechanism)) if mechanism
+            else tls_user_settings(config))
     sessions = Sessions(config.password,
                         session_clusters.drop if session_clusters is not None else None)
     state = State(config, cluster, sessions, AuditLog(config.audit_log),

@@ -36,6 +36,11 @@ class Session:
     created: float
     # (user, password) for the cluster's SASL; never logged or answered.
     credentials: tuple[str, str] | None = field(default=None, repr=False)
+    expires_at: float | None = None  # an OAUTHBEARER session ends with its token
+
+    def expired(self, now: float) -> bool:
+        return now - self.created > SESSION_TTL_S or (
+            self.expires_at is not None and now >= self.expires_at)
 
 
 class Sessions:
@@ -54,9 +59,10 @@ class Sessions:
         return self.password is not None and hmac.compare_digest(
             password.encode("utf-8"), self.password.encode("utf-8"))
 
-    def create(self, user: str, credentials: tuple[str, str] | None = None) -> Session:
+    def create(self, user: str, credentials: tuple[str, str] | None = None,
+               expires_at: float | None = None) -> Session:
         session = Session(secrets.token_urlsafe(32), user, secrets.token_urlsafe(32), time.time(),
-                          credentials)
+                          credentials, expires_at)
         with self._lock:
             dropped = self._prune() if len(self._sessions) >= MAX_SESSIONS else []
             self._sessions[session.id] = session
@@ -73,7 +79,7 @@ class Sessions:
         now = time.time()
         dropped = []
         for sid, s in list(self._sessions.items()):
-            if now - s.created > SESSION_TTL_S:
+            if s.expired(now):
                 del self._sessions[sid]
                 dropped.append(sid)
         by_age = sorted(self._sessions.values(), key=lambda s: (bool(s.user), s.created))
@@ -87,7 +93,7 @@ class Sessions:
             return None
         with self._lock:
             session = self._sessions.get(session_id)
-            expired = session is not None and time.time() - session.created > SESSION_TTL_S
+            expired = session is not None and session.expired(time.time())
             if expired:
                 del self._sessions[session_id]
         if expired:

@@ -7,8 +7,10 @@ web layer.
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,8 @@ from tidelog.console.errors import (
 )
 from tidelog.console.kafka_raw import RawConnection
 
+MAX_IDLE_BROWSERS = 2  # per Cluster (the shared one, or a signed-in user's)
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionOffsets:
@@ -39,7 +43,7 @@ class ClusterClients:
     """The clients and the look-ups shared by `Cluster`'s admin, message and group calls."""
 
     def __init__(self, bootstrap: str, timeout_s: float = 10.0,
-                 client_config: Mapping[str, str] | None = None) -> None:
+                 client_config: Mapping[str, Any] | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
         # Against a SASL cluster client_config carries the signed-in user's credentials
@@ -53,6 +57,10 @@ class ClusterClients:
         }
         self._admin: AdminClient | None = None
         self._producer: Producer | None = None
+        # Browsing consumers kept between pages: making one (threads, connections, metadata)
+        # cost more than the page itself on a loaded machine (docs/benchmarks.md).
+        self._idle_browsers: list[tuple[str, Consumer]] = []
+        self._browsers_lock = threading.Lock()
 
     # -- clients ------------------------------------------------------------------------------
 
@@ -76,12 +84,46 @@ class ClusterClients:
         ahead: dict[str, Any] = (
             {"max.partition.fetch.bytes": 1048576, "queued.min.messages": 100000,
              "fetch.wait.max.ms": 100} if tail else
-            {"max.partition.fetch.bytes": 262144, "queued.min.messages": 1000})
+            {"max.partition.fetch.bytes": 262144, "queued.min.messages": 1000,
+             # A pooled browser's next page waits behind its last fetch: one that reached
+             # the log end long-polls (500 ms by default), and a full queue backs off (1 s).
+             "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10})
         return Consumer({**self._base, "group.id": f"tidelog-console-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "enable.partition.eof": True,
                          "auto.offset.reset": "earliest", **ahead})
 
+    @contextmanager
+    def browser(self, topic: str) -> Iterator[Consumer]:
+        """A browsing consumer for `topic`: one kept from an earlier page of the same topic
+        (at most MAX_IDLE_BROWSERS are kept, unassigned), else a new one. librdkafka tags
+        each fetch with the assignment's version, so nothing fetched for an earlier page
+        reaches a later one. Per topic: assigning a topic new to a running consumer waited
+        about a second for its metadata, three times what a new consumer costs."""
+        with self._browsers_lock:
+            found = next((i for i, (t, _) in enumerate(self._idle_browsers) if t == topic), None)
+            consumer = self._idle_browsers.pop(found)[1] if found is not None else None
+        if consumer is None:
+            consumer = self.consumer()
+        reusable = False
+        try:
+            yield consumer
+            consumer.unassign()
+            reusable = True
+        finally:
+            evicted = [consumer] if not reusable else []
+            if reusable:
+                with self._browsers_lock:
+                    self._idle_browsers.append((topic, consumer))
+                    while len(self._idle_browsers) > MAX_IDLE_BROWSERS:
+                        evicted.append(self._idle_browsers.pop(0)[1])
+            for old in evicted:
+                old.close()
+
     def close(self) -> None:
+        with self._browsers_lock:
+            idle, self._idle_browsers = self._idle_browsers, []
+        for _, consumer in idle:
+            consumer.close()
         if self._producer is not None:
             self._producer.flush(1)
 
@@ -137,9 +179,11 @@ class ClusterClients:
             return {}
         result: dict[tuple[str, int], list[int]] = {}
         specs = ((OffsetSpec.earliest(), 0), (OffsetSpec.latest(), 1))  # type: ignore[no-untyped-call]
-        for spec, slot in specs:
-            futures = self.admin.list_offsets({tp: spec for tp in partitions},
-                                              request_timeout=self.timeout_s)
+        # Both asked at once: one round trip, not two.
+        asked = [(slot, self.admin.list_offsets({tp: spec for tp in partitions},
+                                                request_timeout=self.timeout_s))
+                 for spec, slot in specs]
+        for slot, futures in asked:
             for tp, future in futures.items():
                 info = wait_for(future, f"listing offsets of {tp.topic}", self.timeout_s)
                 result.setdefault((tp.topic, tp.partition), [0, 0])[slot] = info.offset

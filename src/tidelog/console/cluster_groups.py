@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from tidelog.console.cluster_clients import ClusterClients
-from tidelog.console.errors import BadRequest, Conflict, NotFound, wait_for
+from tidelog.console.errors import BadRequest, Conflict, NotFound, describe_error, wait_for
 
 EMPTY_GROUP_STATES = {"EMPTY", "DEAD"}
 
@@ -19,6 +19,11 @@ class GroupCalls(ClusterClients):
         listing = wait_for(self.admin.list_consumer_groups(request_timeout=self.timeout_s),
                            "listing consumer groups", self.timeout_s)
         ids = sorted(g.group_id for g in listing.valid)
+        if not ids and listing.errors:
+            # Every broker failed (e.g. the only one is down): an error, not "no groups".
+            first = listing.errors[0]
+            raise describe_error(first if isinstance(first, BaseException)
+                                 else KafkaException(first), "listing consumer groups")
         if not ids:
             return []
         descriptions = self.admin.describe_consumer_groups(ids, request_timeout=self.timeout_s)

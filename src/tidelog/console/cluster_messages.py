@@ -84,8 +84,7 @@ class MessageCalls(ClusterClients):
         messages: list[dict[str, Any]] = []
         scanned = 0
         if pending:
-            consumer = self.consumer()
-            try:
+            with self.browser(topic) as consumer:
                 consumer.assign([TopicPartition(topic, p, starts[p]) for p in sorted(pending)])
                 position = {p: starts[p] for p in pending}
                 deadline = time.monotonic() + self.timeout_s
@@ -96,6 +95,8 @@ class MessageCalls(ClusterClients):
                     left = sum(bounds[(topic, p)].end - position[p] for p in pending)
                     for m in consumer.consume(max(1, min(500, left)), 0.5):
                         error, part, at = m.error(), m.partition() or 0, m.offset() or 0
+                        if m.topic() is not None and (m.topic() != topic or part not in position):
+                            continue  # not this page's (a pooled consumer's earlier page)
                         if error is not None:
                             if error.code() == KafkaError._PARTITION_EOF:
                                 pending.discard(part)
@@ -110,8 +111,6 @@ class MessageCalls(ClusterClients):
                         decoded = message_dict(m)
                         if keep(decoded):
                             messages.append(decoded)
-            finally:
-                consumer.close()
         if start == "newest":
             messages.sort(key=lambda m: (m["timestamp"] or 0, m["partition"], m["offset"]))
             messages = messages[-limit:]

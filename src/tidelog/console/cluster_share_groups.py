@@ -13,6 +13,7 @@ API leaves it out.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ GROUP_KEY = 0  # FindCoordinator key_type
 MAX_LISTED = 500  # share groups described per page load
 NOT_FOUND_CODES = {int(ErrorCode.group_id_not_found)}
 SHARE_STRATEGIES = ("earliest", "latest", "timestamp", "offset")
+SHARE_FEATURE = "share.version"
 
 
 class SharesUnsupported(ConsoleError):
@@ -83,6 +85,15 @@ class ShareGroupCalls(ClusterClients):
             (SHARE_GROUP_DESCRIBE, 1, "ShareGroupDescribe v1"),
             (DESCRIBE_SHARE_OFFSETS, 1, "DescribeShareGroupOffsets v1"),
             (LIST_GROUPS, 5, "ListGroups v5")) if keys.get(key, -1) < version]
+        # Kafka keeps advertising the share APIs when share groups are off: its finalized
+        # features tell (isShareGroupsEnabled: share.version 1 or more; a feature at level 0
+        # is left out of the list; ApiVersions v3 lists only metadata.version as supported).
+        # A broker that finalizes no features at all (Tidelog) is judged by its APIs alone.
+        finalized = {f.name: int(f.max_version_level) for f in answer.finalized_features}
+        if not missing and finalized and finalized.get(SHARE_FEATURE, 0) < 1:
+            return (f"This cluster has share groups (KIP-932) switched off: its feature "
+                    f"{SHARE_FEATURE} is {finalized.get(SHARE_FEATURE, 0)} "
+                    f"(kafka-features upgrade --feature {SHARE_FEATURE}=1 turns them on).")
         if not missing:
             return None
         return (f"This cluster does not support share groups (KIP-932): its brokers do not "
@@ -213,13 +224,21 @@ class ShareGroupCalls(ClusterClients):
         partitions = []
         for key in keys:
             start, lag, error = spso.get(key, (-1, None, None))
+            end = ends[key].end if key in ends else None
+            source = "broker" if lag is not None else None
+            if lag is None and start >= 0 and end is not None:
+                # A broker that answers no lag (-1): the records from the SPSO to the log end,
+                # an upper bound (acknowledged records inside the window still count).
+                lag, source = max(0, end - start), "log_end_minus_spso"
             partitions.append({
                 "topic": key[0], "partition": key[1],
                 "start_offset": start if start >= 0 else None,
-                "log_end_offset": ends[key].end if key in ends else None,
-                "lag": lag if start >= 0 else None, "error": error,
+                "log_end_offset": end,
+                "lag": lag if start >= 0 else None,
+                "lag_source": source if start >= 0 else None, "error": error,
                 "members": assigned.get(key, [])})
         return {"group_id": group, "state": d.group_state.upper(),
+                "sampled_at": int(time.time() * 1000),
                 "group_epoch": int(d.group_epoch), "assignment_epoch": int(d.assignment_epoch),
                 "assignor": d.assignor_name, "members": members, "partitions": partitions,
                 "lag": sum(p["lag"] or 0 for p in partitions), "warning": warning}

@@ -1,7 +1,7 @@
 """Kafka requests that confluent-kafka's admin client does not offer (the transaction APIs),
 sent by hand: kio-encoded frames on one blocking socket per broker, with the console's
-security settings (TLS from `ssl.ca.location`, SASL PLAIN or SCRAM with the signed-in user's
-credentials), as `tidelog transactions` does on a plain socket.
+security settings (TLS from `ssl.ca.location`, SASL PLAIN, SCRAM or OAUTHBEARER with the
+signed-in user's credentials or token), as `tidelog transactions` does on a plain socket.
 
 Frame layout (Kafka's): int32 size, then the request header (v1, or v2 with tagged fields for
 flexible requests) and body; answers are int32 size, int32 correlation id, an empty tagged-field
@@ -40,7 +40,7 @@ def schema_module(api_key: int, version: int) -> Any:
 
 
 class RawConnection:
-    def __init__(self, host: str, port: int, settings: Mapping[str, str],
+    def __init__(self, host: str, port: int, settings: Mapping[str, Any],
                  timeout_s: float) -> None:
         self.where = f"{host}:{port}"
         self.timeout_s = timeout_s
@@ -119,7 +119,7 @@ class RawConnection:
 
     # -- SASL -----------------------------------------------------------------------------------
 
-    def _authenticate(self, settings: Mapping[str, str]) -> None:
+    def _authenticate(self, settings: Mapping[str, Any]) -> None:
         mechanism = settings.get("sasl.mechanism", "").upper()
         user, password = settings.get("sasl.username", ""), settings.get("sasl.password", "")
         handshake = schema_module(SASL_HANDSHAKE, 1)
@@ -142,6 +142,11 @@ class RawConnection:
             step(b"\0" + user.encode("utf-8") + b"\0" + password.encode("utf-8"))
         elif mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             scram_exchange(mechanism, user, password, step)
+        elif mechanism == "OAUTHBEARER" and callable(settings.get("oauth_cb")):
+            # RFC 7628's initial client response with the session's token (the one
+            # librdkafka's oauth_cb hands out); the broker answers an empty message.
+            token = str(settings["oauth_cb"](None)[0])
+            step(f"n,,\x01auth=Bearer {token}\x01\x01".encode())
         else:
             raise Unauthenticated(f"SASL mechanism {mechanism!r} is not supported here")
 
@@ -178,7 +183,7 @@ def scram_exchange(mechanism: str, user: str, password: str,
         raise Unauthenticated("the cluster's SCRAM signature does not verify")
 
 
-def _tls_context(settings: Mapping[str, str]) -> ssl.SSLContext:
+def _tls_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=settings.get("ssl.ca.location") or None)
     if settings.get("enable.ssl.certificate.verification", "true").lower() == "false":
         context.check_hostname = False

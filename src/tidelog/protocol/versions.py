@@ -76,6 +76,8 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         42: (0, 2),  # DeleteGroups
         43: (0, 2),  # ElectLeaders (single node: nothing to elect)
         44: (0, 1),  # IncrementalAlterConfigs
+        45: (0, 1),  # AlterPartitionReassignments (v1: allow_replication_factor_change)
+        46: (0, 0),  # ListPartitionReassignments
         47: (0, 0),  # OffsetDelete
         48: (0, 1),  # DescribeClientQuotas (KIP-546)
         49: (0, 1),  # AlterClientQuotas
@@ -147,6 +149,8 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         42: "DeleteGroups",
         43: "ElectLeaders",
         44: "IncrementalAlterConfigs",
+        45: "AlterPartitionReassignments",
+        46: "ListPartitionReassignments",
         47: "OffsetDelete",
         48: "DescribeClientQuotas",
         49: "AlterClientQuotas",

@@ -160,6 +160,8 @@ REQUIRED: dict[ApiKey, tuple[Requirement, ...]] = {
     ApiKey.DESCRIBE_CLUSTER: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
     ApiKey.DESCRIBE_LOG_DIRS: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
     ApiKey.ELECT_LEADERS: (Requirement(Op.ALTER, Type.CLUSTER),),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (Requirement(Op.ALTER, Type.CLUSTER),),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (Requirement(Op.DESCRIBE, Type.CLUSTER),),
     # Topics the caller may not DESCRIBE are left out, or refused when named.
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (Requirement(Op.DESCRIBE, Type.TOPIC),),
     ApiKey.DESCRIBE_ACLS: (Requirement(Op.DESCRIBE, Type.CLUSTER),),

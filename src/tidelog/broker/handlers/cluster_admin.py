@@ -8,7 +8,9 @@ In the handler table with the other cluster handlers, only with `--zookeeper`.
   names through `topic_configs`, plus min.insync.replicas / unclean.leader.election.enable),
   writes it, and applies it at once; every broker's data watch on the znode re-reads the view
   and `Replication.on_view` applies the change to its open logs. Broker resources keep the
-  single-node rules (static; describing works, changing answers INVALID_CONFIG).
+  single-node rules (static; describing works, changing answers INVALID_CONFIG), except the
+  replication throttle rates (`leader.replication.throttled.rate`,
+  `follower.replication.throttled.rate`): dynamic, in `/config/brokers/<id>` or `<default>`.
 - DeleteRecords is answered by the partition's leader (Kafka's rule; clients send each
   partition to its leader, others answer NOT_LEADER_OR_FOLLOWER): the offset must be at most
   the high watermark (-1 = the high watermark); followers raise their log start offset to the
@@ -41,7 +43,15 @@ from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.handlers.producer import idempotent_write_refused
 from tidelog.broker.internal_topics import INTERNAL_TOPICS
 from tidelog.broker.replication.replica_manager import REPLICATION_TOPIC_CONFIGS, Replication
+from tidelog.broker.replication.throttle import (
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    RATE_CONFIGS,
+    check_replicas_value,
+    parse_rate,
+)
 from tidelog.broker.topic_configs import ResourceType, apply_incremental, validate_overrides
+from tidelog.cluster.zk_admin import DEFAULT_BROKER
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
@@ -108,6 +118,11 @@ async def _alter_topic(
     name = resource.resource_name
     current = _current(replication, name)
     new = _incremental(deps, current, resource) if incremental else _replacing(deps, resource)
+    for throttled in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        try:
+            check_replicas_value(new.get(throttled, ""))
+        except ValueError as error:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(error)) from None
     if not validate_only:
         await asyncio.to_thread(agent.set_topic_config, name, new)
         deps.topics.set_topic_configs(name, _split(new)[0])  # the watch brings it to the others
@@ -124,6 +139,13 @@ async def _alter(deps: ClusterDeps, context: RequestContext, request: Any, api_k
     for resource in request.resources:
         if (resource.resource_type, resource.resource_name) in repeated:
             outcome = failure(KafkaError(ErrorCode.INVALID_REQUEST, "duplicate resource"))
+        elif resource.resource_type == ResourceType.BROKER and _throttle_rates_only(resource):
+            try:
+                outcome = await _alter_broker(
+                    deps, context, resource, incremental, request.validate_only
+                )
+            except KafkaError as error:
+                outcome = failure(error)
         elif resource.resource_type != ResourceType.TOPIC:
             # broker resources: the single-node rules (overrides_for is for topics only)
             outcome = guard(
@@ -143,6 +165,50 @@ async def _alter(deps: ClusterDeps, context: RequestContext, request: Any, api_k
         ))
     cls = responses.response_class(api_key, version)
     return responses.build(cls, throttle_time=0, responses=tuple(results))
+
+
+def _throttle_rates_only(resource: Any) -> bool:
+    return bool(resource.configs) and all(c.name in RATE_CONFIGS for c in resource.configs)
+
+
+async def _alter_broker(
+    deps: ClusterDeps, context: RequestContext, resource: Any, incremental: bool,
+    validate_only: bool,
+) -> dict[str, Any]:
+    """The replication throttle rates, Kafka's dynamic broker configs: `/config/brokers/<id>`
+    (the resource names this broker, as Kafka's ZooKeeper mode requires: clients send a
+    broker's configs to that broker) or `<default>` (an empty name), watched by the brokers."""
+    admin_configs._require_config_access(admin_deps(deps), context, Op.ALTER_CONFIGS, resource)
+    name = resource.resource_name
+    if name not in ("", str(deps.config.node_id)):
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {deps.config.node_id}, but received "
+                         f"{name}")
+    agent = joined(deps).agent
+    assert agent is not None
+    entity = name or DEFAULT_BROKER
+    if duplicates(c.name for c in resource.configs):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "duplicate config keys")
+    current = await asyncio.to_thread(agent.broker_config, entity) if incremental else {}
+    for config in resource.configs:
+        operation = config.config_operation if incremental else SET
+        if operation == DELETE:
+            current.pop(config.name, None)
+            continue
+        if operation != SET:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{config.name} is not a list config")
+        try:
+            rate = parse_rate(config.value)
+        except ValueError:
+            rate = None
+        if rate is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"Invalid value {config.value} for configuration {config.name}")
+        current[config.name] = str(rate)
+    if not validate_only:
+        await asyncio.to_thread(agent.set_broker_config, entity, current)
+        log.info("broker %s dynamic configs now %s (ZooKeeper)", entity, current)
+    return {"error_code": ErrorCode.NONE, "error_message": None}
 
 
 async def handle_alter_configs(deps: ClusterDeps, context: RequestContext, request: Any) -> Any:

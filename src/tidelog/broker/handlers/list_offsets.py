@@ -15,6 +15,8 @@ handler decodes that one batch to answer with the exact record, as Kafka does.
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections import Counter
 from dataclasses import dataclass
 from functools import partial
@@ -24,10 +26,18 @@ from tidelog.broker.handlers.authorization import Op, Type, allowed_names, clust
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.services import PartitionReplication
 from tidelog.broker.topic_registry import TopicRegistry
-from tidelog.errors import ErrorCode, KafkaError
+from tidelog.errors import CorruptRecordError, ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
-from tidelog.records.batch import iter_batches
+from tidelog.records.batch import (
+    ATTR_CODEC_MASK,
+    Codec,
+    RecordBatch,
+    TimestampType,
+    iter_batches,
+)
+from tidelog.records.codecs import DEFAULT_MAX_UNCOMPRESSED_BYTES, decompress
+from tidelog.records.columnar import RecordColumns
 from tidelog.records.record import iter_records
 from tidelog.security.authorizer import Authorizer
 from tidelog.storage.log import PartitionLog
@@ -112,6 +122,12 @@ def _exact_record(
     for batch in iter_batches(data):
         if batch.next_offset <= batch_offset:
             continue
+        try:
+            columnar = _exact_in_columns(batch, partition_log.log_start_offset, timestamp)
+        except (CorruptRecordError, OverflowError, ValueError):
+            columnar = None  # told below, record by record, as before
+        if columnar is not None:
+            return columnar
         best: tuple[int, int] | None = None
         for record in iter_records(batch):
             if record.offset < partition_log.log_start_offset:
@@ -124,6 +140,36 @@ def _exact_record(
         if best is not None:
             return best
     return batch_offset, batch_timestamp
+
+
+def _exact_in_columns(
+    batch: RecordBatch, log_start_offset: int, timestamp: int
+) -> tuple[int, int] | None:
+    """`_exact_record`'s answer for one batch from the C record decoder's offset and timestamp
+    columns: no Python object per record (a 10,000-record batch took the record loop 30 to
+    200 ms, the console's browse by timestamp waits on it). None when no record qualifies."""
+    codec = Codec(batch.attributes & ATTR_CODEC_MASK)
+    records = decompress(codec, batch.records_bytes, DEFAULT_MAX_UNCOMPRESSED_BYTES)
+    log_append = batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME \
+        else -1
+    builder = RecordColumns(include_headers=False)
+    builder.append(records, batch.records_count, batch.base_offset, batch.base_timestamp,
+                   log_append, log_start_offset, batch.next_offset)
+    columns = builder.finish()
+    offsets, micros = array("q", columns.offsets), array("q", columns.timestamps_us)
+    if sys.byteorder == "big":
+        offsets.byteswap()
+        micros.byteswap()
+    if not offsets:
+        return None
+    if timestamp == MAX_TIMESTAMP:
+        index = micros.index(max(micros))
+    else:
+        wanted = timestamp * 1000
+        index = next((i for i, t in enumerate(micros) if t >= wanted), -1)
+        if index < 0:
+            return None
+    return offsets[index], micros[index] // 1000
 
 
 async def handle_list_offsets(deps: ListOffsetsDeps, context: RequestContext, request: Any) -> Any:

@@ -38,7 +38,9 @@ from tidelog.cluster.zk_acls import CHANGE_PATHS, AclChanges, ZkAclError, ZkAclS
 from tidelog.cluster.zk_admin import (
     CONFIG_CHANGE_PREFIX,
     CONFIG_TOPICS_PATH,
+    DEFAULT_BROKER,
     PRODUCER_ID_BLOCK_PATH,
+    broker_config_path,
     topic_config_path,
 )
 from tidelog.cluster.zk_layout import BrokerRegistration, TopicAssignment, ZkLayoutError
@@ -86,6 +88,8 @@ class ClusterView:
     states: Mapping[TopicPartition, VersionedState] = field(default_factory=dict)
     # live brokers' endpoints by listener name: what Metadata answers on each listener
     listeners: Mapping[int, Mapping[str, tuple[str, int]]] = field(default_factory=dict)
+    # this broker's dynamic configs: /config/brokers/<default> overlaid with /<id>
+    broker_configs: Mapping[str, str] = field(default_factory=dict)
 
     def endpoint(self, broker_id: int, listener: str) -> tuple[str, int] | None:
         """A live broker's address on `listener` (None: not live, or no such listener there;
@@ -379,8 +383,22 @@ class ClusterAgent:
         controller = store.controller_id()
         return ClusterView(
             controller if controller is not None else -1, brokers, topics, configs, states,
-            listeners,
+            listeners, self._broker_configs(),
         )
+
+    def _broker_configs(self) -> dict[str, str]:
+        merged: dict[str, str] = {}
+        for entity in (DEFAULT_BROKER, str(self.broker_id)):
+            path = broker_config_path(entity)
+            if path not in self._watched:  # IncrementalAlterConfigs of a BROKER resource
+                self._watched.add(path)
+                self._client.DataWatch(path, self._data_changed)
+            config = self._store.broker_config(entity)
+            if config is None:
+                log.error("%s: malformed broker config znode ignored", path)
+                continue
+            merged.update(config)
+        return merged
 
     def _topic_config(self, topic: str) -> dict[str, str]:
         config = self._store.topic_config(topic)
@@ -421,6 +439,15 @@ class ClusterAgent:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
         self._store.change_topic_config(topic, configs)
 
+    def set_broker_config(self, broker: str, configs: Mapping[str, str]) -> None:
+        """Blocking: replace `/config/brokers/<broker>` (an id or `<default>`); every broker's
+        data watch applies it."""
+        self._store.change_broker_config(broker, configs)
+
+    def broker_config(self, broker: str) -> dict[str, str]:
+        """Blocking: the dynamic configs stored for `broker` (an id or `<default>`)."""
+        return self._store.broker_config(broker) or {}
+
     def claim_producer_id_block(self, size: int) -> tuple[int, int]:
         """Blocking: reserve the next `size` producer ids for this broker, `[start, end)`
         (Kafka's `/latest_producer_id_block`, version-conditional; ZkStore)."""
@@ -432,6 +459,11 @@ class ClusterAgent:
         if store.topic_assignment(topic) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
         store.request_topic_deletion(topic)
+
+    def request_reassignment(self, targets: Mapping[TopicPartition, tuple[int, ...]]) -> bool:
+        """Blocking: write `/admin/reassign_partitions` for the controller; False while an
+        earlier request is still there."""
+        return self._member.store.request_reassignment(targets)
 
     def add_partitions(self, topic: str, count: int, validate_only: bool = False) -> None:
         """Blocking: place `count - current` new partitions over the live brokers (same

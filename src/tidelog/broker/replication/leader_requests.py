@@ -19,9 +19,13 @@ from tidelog.cluster import placement
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.types import TopicPartition
 
+LEADER_FETCH_MAX_BYTES = 8 * 1024 * 1024  # what a replica fetcher asks for at most
+REPLICA_FETCH_MAX_WAIT_MS = 500  # replica_fetcher.FETCH_MAX_WAIT_MS (Kafka's default)
+
 if TYPE_CHECKING:
     from tidelog.broker.replication.cluster_agent import ClusterSettings, ClusterView
     from tidelog.broker.replication.replica_state import ReplicaState
+    from tidelog.broker.replication.throttle import ReplicationQuota
     from tidelog.broker.state import Broker
 
 
@@ -139,7 +143,35 @@ class LeaderRequests(abc.ABC):
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{replica_id} is no replica")
         if fetch_offset <= log_end_offset:
             self._record_follower_fetch(state, replica_id, fetch_offset, log_end_offset)
-        return state.high_watermark, log_end_offset
+        return state.high_watermark, self._leader_throttle_bound(
+            state, replica_id, fetch_offset, log_end_offset
+        )
+
+    def _leader_throttle_bound(
+        self, state: ReplicaState, replica_id: int, fetch_offset: int, log_end_offset: int
+    ) -> int:
+        """Kafka's leader-side replication throttle, for a throttled replica outside the ISR:
+        the offset its fetch may read up to. While over the rate, nothing; else the whole
+        batches within one chunk (at least one), charged to the quota as granted."""
+        quota = self.leader_quota(state, replica_id)
+        partition_log = state.log
+        if quota is None or not (
+            partition_log.log_start_offset <= fetch_offset < log_end_offset
+        ):
+            return log_end_offset  # not throttled, nothing to read, or out of range
+        now_ms = clock.now_ms()
+        if quota.delay_ms(now_ms) > 0:
+            return fetch_offset  # nothing more for now: over the rate
+        # A fetch refused for the rate waits out the follower's max wait (500 ms), so each
+        # granted fetch carries that long's worth.
+        chunk = quota.fetch_size(LEADER_FETCH_MAX_BYTES, REPLICA_FETCH_MAX_WAIT_MS)
+        granted = partition_log.read(fetch_offset, chunk, max_offset=log_end_offset)
+        quota.record(granted.size, now_ms)
+        return granted.next_offset if granted.next_offset > fetch_offset else log_end_offset
+
+    @abc.abstractmethod
+    def leader_quota(self, state: ReplicaState, replica_id: int) -> ReplicationQuota | None:
+        """The leader throttle if it applies to this replica's fetches of `state`."""
 
     def _record_follower_fetch(
         self, state: ReplicaState, replica_id: int, fetch_offset: int, log_end_offset: int

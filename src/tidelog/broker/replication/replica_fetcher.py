@@ -45,6 +45,7 @@ FETCH_KEY, FETCH_VERSION = 1, 12
 EPOCH_KEY, EPOCH_VERSION = 23, 4
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
+THROTTLE_RECHECK_MS = 1000  # longest throttle wait before the quota is looked up again
 RETRY_BACKOFF_S = 0.2  # before reconnecting after an error (not a poll)
 ENDPOINT_WAIT_MS = 60_000
 CLIENT_ID = "tidelog-replica-fetcher"
@@ -192,6 +193,16 @@ class ReplicaFetcher:
         schema = request_schema(FETCH_KEY, FETCH_VERSION)
         module = sys.modules[schema.__module__]
         fetch_offset = state.log.log_end_offset
+        partition_max_bytes = FETCH_MAX_BYTES
+        quota = self._replication.follower_quota(state)
+        while quota is not None and (delay_ms := quota.delay_ms(clock.now_ms())) > 0:
+            # Over follower.replication.throttled.rate: wait (pacing is time passing, and
+            # the rate or our ISR membership may change meanwhile, so look again).
+            await asyncio.sleep(min(delay_ms, THROTTLE_RECHECK_MS) / 1000)
+            self._check_current()
+            quota = self._replication.follower_quota(state)
+        if quota is not None:
+            partition_max_bytes = quota.fetch_size(FETCH_MAX_BYTES)
         request = responses.build(
             schema,
             replica_id=self._node_id,
@@ -213,7 +224,7 @@ class ReplicaFetcher:
                             fetch_offset=fetch_offset,
                             last_fetched_epoch=state.epochs.latest_epoch,
                             log_start_offset=state.log.log_start_offset,
-                            partition_max_bytes=FETCH_MAX_BYTES,
+                            partition_max_bytes=partition_max_bytes,
                         ),
                     ),
                 ),
@@ -227,6 +238,8 @@ class ReplicaFetcher:
         for topic in response.responses:
             for partition in topic.partitions:
                 self._apply(partition, fetch_offset)
+                if quota is not None:
+                    quota.record(len(partition.records or b""), clock.now_ms())
         log_end_offset = state.log.log_end_offset
         if log_end_offset > fetch_offset and self._replication.settings.acks_all_fsync:
             # D7: the next fetch offset is what the leader counts as on this replica (its

@@ -34,6 +34,15 @@ from tidelog.broker.replication.cluster_agent import ClusterAgent, ClusterSettin
 from tidelog.broker.replication.hw_checkpointer import HighWatermarkCheckpointer
 from tidelog.broker.replication.leader_requests import LeaderRequests
 from tidelog.broker.replication.replica_state import ReplicaState
+from tidelog.broker.replication.throttle import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    ReplicationQuota,
+    quota_for,
+    throttles,
+)
 from tidelog.broker.replication.topic_mirror import (
     MIN_INSYNC_REPLICAS,
     REPLICATION_TOPIC_CONFIGS,
@@ -47,6 +56,7 @@ from tidelog.storage.leader_epochs import LeaderEpochCache
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
+    from tidelog.broker.replication.replica_fetcher import ReplicaFetcher
     from tidelog.broker.state import Broker
 
 log = logging.getLogger("tidelog.broker.replication.replica_manager")
@@ -79,6 +89,8 @@ class Replication(LeaderRequests):
         )
         self._background: set[asyncio.Task[None]] = set()
         self.closing = False
+        self.leader_throttle: ReplicationQuota | None = None
+        self.follower_throttle: ReplicationQuota | None = None
         self.view_listeners: list[ViewListener] = [TopicMirror(broker).on_view]
         self.role_listeners: list[RoleListener] = []
 
@@ -117,6 +129,10 @@ class Replication(LeaderRequests):
             return
         previous = self.view
         self.view = view
+        self.leader_throttle = quota_for(self.leader_throttle, view.broker_configs, LEADER_RATE)
+        self.follower_throttle = quota_for(
+            self.follower_throttle, view.broker_configs, FOLLOWER_RATE
+        )
         if previous is not None:
             for topic in set(previous.topics) - set(view.topics):
                 self._drop_topic(topic)  # before a listener deletes its logs
@@ -131,6 +147,11 @@ class Replication(LeaderRequests):
                 versioned = view.states.get(tp)
                 if self.node_id in replicas and versioned is not None:
                     self._apply_state(tp, replicas, versioned)
+        for tp in list(self.partitions):
+            moved = view.topics.get(tp.topic)
+            if (moved is not None and tp.topic not in unhostable
+                    and self.node_id not in moved.partitions.get(tp.partition, ())):
+                self._drop_replica(tp)  # reassigned away (or the partition is unknown)
         self.first_view.set()
         changed, self._view_changed = self._view_changed, asyncio.Event()
         changed.set()
@@ -159,13 +180,31 @@ class Replication(LeaderRequests):
     def _drop_topic(self, topic: str) -> None:
         """The topic left ZooKeeper: stop replicating it (its logs are deleted next)."""
         for tp in [tp for tp in self.partitions if tp.topic == topic]:
-            state = self.partitions.pop(tp)
-            self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            self._tell_role(state, is_leader=False)
-            self._wake_fetch_watchers(state)
-            if state.fetcher is not None:
-                state.fetcher.cancel()
-                state.fetcher = None
+            fetcher = self._stop_replica(tp)
+            if fetcher is not None:
+                fetcher.cancel()
+
+    def _stop_replica(self, tp: TopicPartition) -> ReplicaFetcher | None:
+        state = self.partitions.pop(tp)
+        self._fail_waiters(state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._tell_role(state, is_leader=False)
+        self._wake_fetch_watchers(state)
+        fetcher, state.fetcher = state.fetcher, None
+        return fetcher
+
+    def _drop_replica(self, tp: TopicPartition) -> None:
+        """A reassignment removed this broker from the partition's replicas (Kafka's
+        StopReplica with deletePartition): stop following, then delete the log."""
+        fetcher = self._stop_replica(tp)
+        log.info("%s: no longer a replica here; deleting its log", tp)
+
+        async def delete() -> None:
+            if fetcher is not None:
+                await fetcher.stop()  # no append may land in the log being deleted
+            if tp not in self.partitions and not self.closing:  # not reassigned back meanwhile
+                self.broker.topics.reset_partition(tp.topic, tp.partition)
+
+        self._spawn(delete())
 
     def _tell_role(self, state: ReplicaState, is_leader: bool) -> None:
         """Leadership of a partition gained or lost here (Kafka's onElection /
@@ -236,6 +275,25 @@ class Replication(LeaderRequests):
         if state.leader != NO_LEADER:
             state.fetcher = ReplicaFetcher(self, state, state.leader, state.leader_epoch)
             state.fetcher.start()
+
+    # ------------------------------------------------------------ throttles (KIP-73)
+
+    def _throttled(self, tp: TopicPartition, name: str) -> bool:
+        configs = self.view.configs.get(tp.topic, {}) if self.view is not None else {}
+        return throttles(configs.get(name), tp.partition, self.node_id)
+
+    def leader_quota(self, state: ReplicaState, replica_id: int) -> ReplicationQuota | None:
+        quota = self.leader_throttle
+        if quota is None or replica_id in state.isr:
+            return None
+        return quota if self._throttled(state.tp, LEADER_REPLICAS) else None
+
+    def follower_quota(self, state: ReplicaState) -> ReplicationQuota | None:
+        """The follower throttle if it applies to our fetches of `state` (out of the ISR)."""
+        quota = self.follower_throttle
+        if quota is None or self.node_id in state.isr:
+            return None
+        return quota if self._throttled(state.tp, FOLLOWER_REPLICAS) else None
 
     def leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         return self.view.brokers.get(broker_id) if self.view is not None else None
