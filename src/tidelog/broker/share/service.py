@@ -311,8 +311,8 @@ class ShareService:
         info = self.broker.topics.get(tp.topic)
         if info is None or info.internal:
             return
-        for key in [k for k in (*self.partitions, *self._restored)
-                    if k[1] == info.topic_id and k[2] == tp.partition]:
+        for key in {k for k in (*self.partitions, *self._restored, *self._epochs)
+                    if k[1] == info.topic_id and k[2] == tp.partition}:
             self._drop(key)
 
     def _drop(self, key: tuple[str, uuid.UUID, int]) -> None:
