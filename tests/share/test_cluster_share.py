@@ -13,6 +13,7 @@ did not increase); every count must be 0.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -42,6 +43,9 @@ from tidelog.protocol.versions import CLUSTER_ONLY_APIS, SUPPORTED_VERSIONS
 TOPIC = "cluster-queue"
 PARTITIONS = 3
 RATE = 100  # records a second produced during the kill test
+# Rounds of kills (partition leader, share coordinator, group coordinator): 1 in the suite;
+# a soak: TIDELOG_SHARE_KILL_ROUNDS=20 pytest tests/share/test_cluster_share.py -k kills
+KILL_ROUNDS = int(os.environ.get("TIDELOG_SHARE_KILL_ROUNDS", "1"))
 FIND_COORDINATOR, READ_STATE_SUMMARY, DELETE_SHARE_GROUP_OFFSETS = 10, 87, 92
 INITIALIZE_STATE, READ_STATE, WRITE_STATE = 83, 84, 85
 INVALID_REQUEST, NOT_COORDINATOR, FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH = 42, 16, 74, 124
@@ -236,26 +240,28 @@ def test_leader_and_share_coordinator_kills(cluster: Cluster) -> None:
                      f"{count} accepted", 60)
 
         progress(RATE)
-        victim = cluster.partition_state(TOPIC, 0)[0]
-        cluster.kill(victim, signal.SIGKILL)
-        at_kills.append((len(_accepted(children)), len(producer.values)))
-        progress(at_kills[-1][0] + RATE)
-        cluster.start(victim)
-        coordinator = _share_coordinator(cluster, coordinator_key(group, topic_id, 1))
-        progress(len(_accepted(children)) + RATE // 2)
-        cluster.kill(coordinator, signal.SIGKILL)
-        at_kills.append((len(_accepted(children)), len(producer.values)))
-        progress(at_kills[-1][0] + RATE)
-        cluster.start(coordinator)
-        # Membership lives in memory on the group coordinator (docs/groups.md): if neither
-        # kill hit it, it is killed too, and the members rejoin its successor.
-        group_coordinator = _coordinator_of(cluster, 0, group)
-        if group_coordinator not in (victim, coordinator):
-            progress(len(_accepted(children)) + RATE // 2)
-            cluster.kill(group_coordinator, signal.SIGKILL)
+        for round_ in range(KILL_ROUNDS):
+            victim = cluster.partition_state(TOPIC, round_ % PARTITIONS)[0]
+            cluster.kill(victim, signal.SIGKILL)
             at_kills.append((len(_accepted(children)), len(producer.values)))
             progress(at_kills[-1][0] + RATE)
-            cluster.start(group_coordinator)
+            cluster.start(victim)
+            key = coordinator_key(group, topic_id, (round_ + 1) % PARTITIONS)
+            coordinator = _share_coordinator(cluster, key)
+            progress(len(_accepted(children)) + RATE // 2)
+            cluster.kill(coordinator, signal.SIGKILL)
+            at_kills.append((len(_accepted(children)), len(producer.values)))
+            progress(at_kills[-1][0] + RATE)
+            cluster.start(coordinator)
+            # Membership lives in memory on the group coordinator (docs/groups.md): if
+            # neither kill hit it, it is killed too, and the members rejoin its successor.
+            group_coordinator = _coordinator_of(cluster, 0, group)
+            if group_coordinator not in (victim, coordinator):
+                progress(len(_accepted(children)) + RATE // 2)
+                cluster.kill(group_coordinator, signal.SIGKILL)
+                at_kills.append((len(_accepted(children)), len(producer.values)))
+                progress(at_kills[-1][0] + RATE)
+                cluster.start(group_coordinator)
         values = producer.stop()
         # Done when each partition's share-partition start offset (at the share coordinator)
         # passed every record produced: each was acknowledged (or archived). An
