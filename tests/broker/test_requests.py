@@ -481,3 +481,83 @@ def test_api_versions_refuses_an_invalid_client_software_name(broker: BrokerProc
             client_software_name="librdkafka", client_software_version="2.3.0-RC1"))
         assert good.error_code == KioErrorCode.none
         assert OFFSET_FOR_LEADER_EPOCH in {key.api_key for key in good.api_keys}
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(broker: BrokerProcess) -> None:
+    """OffsetCommit/OffsetFetch v10 (topic ids instead of names): committed by id, fetched by
+    id and by "all topics" (answered with ids), UNKNOWN_TOPIC_ID for an id no topic has."""
+    import uuid
+
+    commit_module, fetch_module = request_module(8, 10), request_module(9, 10)
+    absent = uuid.UUID("0b5f2d9c-1a2b-4c3d-8e4f-5a6b7c8d9e0f")
+    with RawClient(broker.bootstrap) as client:
+        create(client, "by-id")
+        metadata = request_module(METADATA, 12)
+        (topic,) = client.call(METADATA, 12, metadata.MetadataRequest(
+            topics=(metadata.MetadataRequestTopic(name="by-id", topic_id=None),),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+        )).topics
+        topic_id = topic.topic_id
+        assert topic_id is not None
+
+        def commit(target: uuid.UUID) -> Any:
+            return client.call(8, 10, commit_module.OffsetCommitRequest(
+                group_id="g-by-id", generation_id_or_member_epoch=-1, member_id="",
+                group_instance_id=None,
+                topics=tuple(commit_module.OffsetCommitRequestTopic(
+                    topic_id=target, partitions=(commit_module.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=42, committed_leader_epoch=-1,
+                        committed_metadata="m"),),
+                ) for target in [target]),
+            ))
+
+        committed = commit(topic_id)
+        assert [(t.topic_id, [p.error_code.value for p in t.partitions])
+                for t in committed.topics] == [(topic_id, [0])]
+        refused = commit(absent)
+        assert [(t.topic_id, [p.error_code.value for p in t.partitions])
+                for t in refused.topics] == [(absent, [ErrorCode.UNKNOWN_TOPIC_ID])]
+
+        def fetch(topics: Any) -> Any:
+            (group,) = client.call(9, 10, fetch_module.OffsetFetchRequest(
+                groups=(fetch_module.OffsetFetchRequestGroup(
+                    group_id="g-by-id", member_id=None, member_epoch=-1, topics=topics),),
+                require_stable=False,
+            )).groups
+            return [(t.topic_id, [(p.committed_offset, p.error_code.value) for p in t.partitions])
+                    for t in group.topics]
+
+        assert fetch((fetch_module.OffsetFetchRequestTopics(
+            topic_id=topic_id, partition_indexes=(0,)),)) == [(topic_id, [(42, 0)])]
+        assert fetch(None) == [(topic_id, [(42, 0)])]
+        assert fetch((fetch_module.OffsetFetchRequestTopics(
+            topic_id=absent, partition_indexes=(0,)),)) == [
+            (absent, [(-1, ErrorCode.UNKNOWN_TOPIC_ID)])]
+
+
+def test_produce_v13_names_topics_by_id(broker: BrokerProcess) -> None:
+    """Produce v13 (KIP-516): the topic by id, answered by id; UNKNOWN_TOPIC_ID for an id no
+    topic has (the other partitions of the request are appended)."""
+    import uuid
+
+    absent = uuid.UUID("0b5f2d9c-1a2b-4c3d-8e4f-5a6b7c8d9e0f")
+    module = request_module(PRODUCE, 13)
+    with RawClient(broker.bootstrap) as client:
+        create(client, "produce-by-id")
+        metadata = request_module(METADATA, 12)
+        (topic,) = client.call(METADATA, 12, metadata.MetadataRequest(
+            topics=(metadata.MetadataRequestTopic(name="produce-by-id", topic_id=None),),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+        )).topics
+        batch = bytes(build_batch([NewRecord(b"v", b"k")], now_ms=1_700_000_000_000))
+        answer = client.call(PRODUCE, 13, module.ProduceRequest(
+            transactional_id=None, acks=1, timeout=timedelta(seconds=5),
+            topic_data=tuple(
+                module.TopicProduceData(topic_id=target, partition_data=(
+                    module.PartitionProduceData(index=0, records=batch),))
+                for target in (topic.topic_id, absent)
+            ),
+        ))
+    outcome = {t.topic_id: [(p.error_code.value, p.base_offset) for p in t.partition_responses]
+               for t in answer.responses}
+    assert outcome == {topic.topic_id: [(0, 0)], absent: [(ErrorCode.UNKNOWN_TOPIC_ID, -1)]}

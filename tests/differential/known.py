@@ -97,6 +97,15 @@ _ENTRIES: list[Known] = [
         (_FEATURES, "supported_features*", ANY, ANY),
         (_FEATURES, "finalized_features*", ANY, ANY),
     ),
+    *_cause(
+        LEGIT,
+        "KIP-714 telemetry: Kafka lists GetTelemetrySubscriptions and PushTelemetry only when "
+        "a metrics reporter that receives client telemetry is configured (it still answers "
+        "them, see client_metrics.*); Tidelog's receiver is its /metrics endpoint, always on, "
+        "so it lists them and clients push (docs/operations.md \"Client telemetry\")",
+        ("api_versions.v?", "api_keys/71", "<absent>", "{'api_key': 71*"),
+        ("api_versions.v?", "api_keys/72", "<absent>", "{'api_key': 72*"),
+    ),
     # ------------------------------------------------------------------ Metadata
     *_cause(
         LEGIT,
@@ -283,6 +292,14 @@ _ENTRIES: list[Known] = [
         "(UNKNOWN_SERVER_ERROR); Tidelog's INVALID_REQUEST says what is wrong",
         ("configs.alter-v1-bad-operation", "responses/cfg/error_code",
          "UNKNOWN_SERVER_ERROR(-1)", "INVALID_REQUEST(42)"),
+    ),
+    # ------------------------------------------------------------------ client metrics
+    *_cause(
+        LEGIT,
+        "A new client instance id is random on both brokers, and the subscription id is "
+        "derived from it (Kafka: CRC32C of the metrics and interval XOR the id's hash); "
+        "clients only echo it",
+        ("client_metrics.get-subscriptions-v0", "subscription_id", ANY, ANY),
     ),
     # ------------------------------------------------------------------ transactions
     *_cause(

@@ -38,6 +38,8 @@ DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
 DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 90, 91, 92
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY, LIST_CONFIG_RESOURCES = 71, 72, 74
+CLIENT_METRICS = 16
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -52,6 +54,8 @@ API_NAMES = {
     DELETE_GROUPS: "DeleteGroups", INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
     OFFSET_DELETE: "OffsetDelete", DESCRIBE_CLUSTER: "DescribeCluster",
     DESCRIBE_LOG_DIRS: "DescribeLogDirs", DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
+    GET_TELEMETRY_SUBSCRIPTIONS: "GetTelemetrySubscriptions", PUSH_TELEMETRY: "PushTelemetry",
+    LIST_CONFIG_RESOURCES: "ListConfigResources",
     ELECT_LEADERS: "ElectLeaders",
     ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
     LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
@@ -498,6 +502,7 @@ def sessions(token: str) -> list[Session]:
         _sasl_on_plaintext(t),
         _scram_users(t),
         _client_quotas(t),
+        _client_metrics(t),
     ]
 
 
@@ -621,6 +626,69 @@ def _scram_users(t: str) -> Session:
         Step("alter-delete", ALTER_USER_SCRAM_CREDENTIALS, 0, alter([(f"{u}1", 1)], [])),
     ]
     return Session("scram_users", steps)
+
+
+def _client_metrics(t: str) -> Session:
+    """KIP-714: CLIENT_METRICS config resources (IncrementalAlterConfigs, DescribeConfigs),
+    ListConfigResources, then the telemetry APIs themselves, which Kafka serves only with a
+    telemetry receiver plugin configured (the peer has none: it closes the connection)."""
+    name = f"{t}cm"
+
+    def alter(configs: list[tuple[str, int, str | None]], resource: str = name,
+              validate_only: bool = False) -> dict[str, Any]:
+        return {"resources": [{"resource_type": CLIENT_METRICS, "resource_name": resource,
+                               "configs": [{"name": n, "config_operation": op, "value": v}
+                                           for n, op, v in configs]}],
+                "validate_only": validate_only}
+
+    def describe(resource: str) -> dict[str, Any]:
+        return {"resources": [config_resource(CLIENT_METRICS, resource, None)],
+                "include_synonyms": False, "include_documentation": False}
+
+    def listed(response: Any) -> bool:
+        return any(r["resource_name"] == name for r in response.get("config_resources", []))
+
+    def only_mine(kafka: Any, tidelog: Any) -> tuple[Any, Any]:
+        def keep(response: Any) -> Any:
+            if not isinstance(response, dict):
+                return response
+            return {**response, "config_resources": [
+                r for r in response.get("config_resources", []) if r["resource_name"] == name]}
+        return keep(kafka), keep(tidelog)
+
+    steps = [
+        Step("alter-v1-set", INCREMENTAL_ALTER_CONFIGS, 1, alter([
+            ("metrics", 0, "org.apache.kafka.producer., org.apache.kafka.consumer."),
+            ("interval.ms", 0, "1000"),
+            ("match", 0, "client_software_name=librdkafka"),
+        ])),
+        Step("alter-v1-append", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("metrics", 2, "org.apache.kafka.admin.")])),
+        Step("list-v1-client-metrics", LIST_CONFIG_RESOURCES, 1,
+             {"resource_types": [CLIENT_METRICS]}, until=listed, transform=only_mine),
+        Step("list-v0", LIST_CONFIG_RESOURCES, 0, {}, until=listed, transform=only_mine),
+        Step("describe-v4", DESCRIBE_CONFIGS, 4, describe(name)),
+        Step("describe-v4-unknown", DESCRIBE_CONFIGS, 4, describe(f"{t}cm-absent")),
+        Step("describe-v4-empty-name", DESCRIBE_CONFIGS, 4, describe("")),
+        Step("alter-v1-interval-too-small", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("interval.ms", 0, "50")])),
+        Step("alter-v1-unknown-config", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("colour", 0, "blue")])),
+        Step("alter-v1-bad-match", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("match", 0, "client_colour=blue")])),
+        Step("alter-v1-append-interval", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("interval.ms", 2, "5")])),
+        Step("alter-v1-validate-only", INCREMENTAL_ALTER_CONFIGS, 1,
+             alter([("metrics", 0, "*")], validate_only=True)),
+        Step("list-v1-unknown-type", LIST_CONFIG_RESOURCES, 1, {"resource_types": [7]}),
+        Step("get-subscriptions-v0", GET_TELEMETRY_SUBSCRIPTIONS, 0,
+             {"client_instance_id": None}, timeout_s=5.0),
+        Step("push-v0-unknown-instance", PUSH_TELEMETRY, 0, {
+            "client_instance_id": "6e1d6a0e-8f1a-4e0a-9c38-6d2b0c2f5d11", "subscription_id": 1,
+            "terminating": False, "compression_type": 0, "metrics": b"",
+        }, timeout_s=5.0),
+    ]
+    return Session("client_metrics", steps)
 
 
 def _client_quotas(t: str) -> Session:
@@ -1518,8 +1586,42 @@ def _offsets(t: str) -> Session:
         Step("offset-delete-unknown-topic", OFFSET_DELETE, 0, {"group_id": g, "topics": [
             {"name": f"{t}o-absent", "partitions": [{"partition_index": 0}]}]}),
         Step("fetch-v8-after-offset-delete", OFFSET_FETCH, 8, offset_fetch_v8(g, o, (0, 1))),
+        # v10: topics by id (the other broker's id differs: each side uses its own).
+        Step("setup-id", METADATA, 12, md(12, [o]), compare=False,
+             capture=capture_topic_id("o_id")),
+        Step("commit-v10-by-id", OFFSET_COMMIT, 10, lambda ctx: {
+            **commit_body(g, o, {0: 11, 1: 12}),
+            "topics": [{"topic_id": ctx["o_id"], "partitions": [
+                {"partition_index": p, "committed_offset": off, "committed_metadata": ""}
+                for p, off in ((0, 11), (1, 12))]}],
+        }),
+        Step("commit-v10-unknown-id", OFFSET_COMMIT, 10, {
+            **commit_body(g, o, {0: 1}),
+            "topics": [{"topic_id": _ABSENT_ID, "partitions": [
+                {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}],
+        }),
+        Step("fetch-v10-by-id", OFFSET_FETCH, 10, lambda ctx: {"groups": [{
+            "group_id": g, "member_id": None, "member_epoch": -1,
+            "topics": [{"topic_id": ctx["o_id"], "partition_indexes": [0, 1]}]}],
+            "require_stable": False}),
+        Step("fetch-v10-unknown-id", OFFSET_FETCH, 10, {"groups": [{
+            "group_id": g, "member_id": None, "member_epoch": -1,
+            "topics": [{"topic_id": _ABSENT_ID, "partition_indexes": [0]}]}],
+            "require_stable": False}),
+        Step("fetch-v10-all-topics", OFFSET_FETCH, 10, {"groups": [{
+            "group_id": g, "member_id": None, "member_epoch": -1, "topics": None}],
+            "require_stable": False}),
+        # Produce v13 names topics by id too.
+        Step("produce-v13-by-id-and-unknown-id", PRODUCE, 13, lambda ctx: {
+            "transactional_id": None, "acks": 1, "timeout": 10000, "topic_data": [
+                {"topic_id": topic_id, "partition_data": [
+                    {"index": 0, "records": batch(records(2))}]}
+                for topic_id in (ctx["o_id"], _ABSENT_ID)]}),
     ]
     return Session("offsets", steps)
+
+
+_ABSENT_ID = "0b5f2d9c-1a2b-4c3d-8e4f-5a6b7c8d9e0f"
 
 
 def _classic_group(t: str) -> Session:

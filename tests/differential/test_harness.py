@@ -67,6 +67,9 @@ def test_every_scripted_body_encodes_and_names_are_unique() -> None:
         "m1_id": "11111111-1111-1111-1111-111111111111",
         "d2": "11111111-1111-1111-1111-111111111111",
         "f": "11111111-1111-1111-1111-111111111111",
+        "o_id": "11111111-1111-1111-1111-111111111111",
+        "cclassic": "c-classic",
+        "cgeneration": 1,
         "share": "11111111-1111-1111-1111-111111111111",
         "pid": 1,
         "epoch": 0,
@@ -75,8 +78,6 @@ def test_every_scripted_body_encodes_and_names_are_unique() -> None:
         "generation": 1,
         "cmember": "c",
         "cepoch": 1,
-        "cclassic": "cc",
-        "cgeneration": 1,
     }
     names: set[str] = set()
     exchanges = 0

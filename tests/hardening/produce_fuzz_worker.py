@@ -37,6 +37,7 @@ def sample(version: int, seed: int) -> bytes:
     """A valid Produce frame (no size prefix): 1-3 topics of 1-3 partitions, some null sets."""
     rnd = random.Random(seed)
     module = request_module(0, version)
+    import uuid
     from datetime import timedelta
 
     topics = []
@@ -47,7 +48,10 @@ def sample(version: int, seed: int) -> bytes:
                 build_batch([NewRecord(value=rnd.randbytes(rnd.randint(0, 40)))])
             )
             partitions.append(module.PartitionProduceData(index=p, records=records))
-        topics.append(module.TopicProduceData(name=f"t{t}", partition_data=tuple(partitions)))
+        # v13+ names the topic by id (16 bytes) instead of a name.
+        named = ({"topic_id": uuid.UUID(int=rnd.getrandbits(128))} if version >= 13
+                 else {"name": f"t{t}"})
+        topics.append(module.TopicProduceData(**named, partition_data=tuple(partitions)))
     body = module.ProduceRequest(
         transactional_id=rnd.choice([None, "", "tx"]), acks=rnd.choice([0, 1, -1]),
         timeout=timedelta(milliseconds=rnd.randint(0, 30000)), topic_data=tuple(topics),

@@ -43,7 +43,7 @@ def produce_frame(data: bytes) -> None:
 
     view = memoryview(data)
     header, position = decode_request_header(view)
-    if header.api_key == 0 and 3 <= header.api_version <= 10:
+    if header.api_key == 0 and 3 <= header.api_version <= 13:
         decode_produce_request(view, header.api_version, position)
 
 
@@ -141,6 +141,13 @@ def producer_snapshot_unchecked(data: bytes) -> None:
     producer_snapshot(fixed)
 
 
+def otlp_metrics(data: bytes) -> None:
+    """protocol.otlp: a PushTelemetry payload (KIP-714), as the broker decodes it."""
+    from tidelog.protocol.otlp import decode_metrics_data
+
+    decode_metrics_data(data)
+
+
 TARGETS: dict[str, Target] = {
     "request": request_frame,
     "produce": produce_frame,
@@ -150,6 +157,7 @@ TARGETS: dict[str, Target] = {
     "zk_payload": zk_payload,
     "offsets_record": offsets_record,
     "producer_snapshot": producer_snapshot_unchecked,
+    "otlp": otlp_metrics,
 }
 
 
@@ -336,6 +344,25 @@ def snapshot_seeds() -> Iterator[bytes]:
     yield ProducerStateManager().encode()
 
 
+def otlp_seeds() -> Iterator[bytes]:
+    from protocol.otlp_encode import (
+        gauge,
+        histogram,
+        histogram_point,
+        metrics_data,
+        monotonic_sum,
+        number_point,
+    )
+
+    yield metrics_data(
+        gauge("org.apache.kafka.producer.record.queue.time.avg", number_point(0.5, {"a": "b"})),
+        monotonic_sum("org.apache.kafka.consumer.fetch.total", number_point(3)),
+        histogram("latency", histogram_point(2, 1.5, {"node.id": "1"})),
+        resource={"client_rack": "r"},
+    )
+    yield b""
+
+
 SEEDS: dict[str, Callable[[], Iterator[bytes]]] = {
     "request": request_seeds,
     "produce": produce_seeds,
@@ -345,6 +372,7 @@ SEEDS: dict[str, Callable[[], Iterator[bytes]]] = {
     "zk_payload": zk_seeds,
     "offsets_record": offsets_seeds,
     "producer_snapshot": snapshot_seeds,
+    "otlp": otlp_seeds,
 }
 
 if os.environ.get("TIDELOG_FUZZ_SELFTEST") == "1":

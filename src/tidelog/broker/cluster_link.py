@@ -77,11 +77,13 @@ async def join_cluster(
         on_acls=None if authorizer is None else authorizer.replace_acls,
         on_quotas=broker.quotas.replace,
         on_users=broker.credentials.replace,
+        on_client_metrics=broker.telemetry.replace_subscriptions,
     )
     # Client quotas and SCRAM users likewise: ZooKeeper's /config/users and /config/clients,
     # not the data directory.
     broker.quota_store = agent.quota_store
     broker.user_store = agent.scram_store
+    broker.telemetry.store = agent.client_metrics_store  # KIP-714 subscriptions likewise
     # The cluster's ACLs are ZooKeeper's (Kafka's ZK-mode AclAuthorizer), never acls.json:
     # nothing but super users until they are loaded (agent.start, before ready).
     broker.acl_store = agent.acl_store

@@ -116,6 +116,7 @@ class BrokerConfig:
     scram_bootstrap_users: str = ""
     quota_window_num: int = 11  # quota.window.num (samples of the client quota rates)
     quota_window_size_seconds: int = 1  # quota.window.size.seconds
+    telemetry_max_bytes: int = 1_048_576  # telemetry.max.bytes (KIP-714 PushTelemetry)
     # Every listener, the first one first; listen_*/advertised_* above mirror the first one.
     # Security settings stay in `raw` (read per listener: listener_config.listener_setting).
     listeners: tuple[ListenerSpec, ...] = ()
@@ -224,6 +225,7 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     ),
     "quota.window.num": ("quota_window_num", _parse_int),
     "quota.window.size.seconds": ("quota_window_size_seconds", _parse_int),
+    "telemetry.max.bytes": ("telemetry_max_bytes", _parse_int),
     "transaction.state.log.num.partitions": (
         "transaction_state_log_num_partitions", _parse_int
     ),
@@ -439,6 +441,8 @@ def _check(config: BrokerConfig) -> None:
         raise ConfigError("socket.request.max.bytes must be at least 1024")
     if config.max_connections < 1:
         raise ConfigError("max.connections must be at least 1")
+    if not 1 <= config.telemetry_max_bytes <= 64 * 1024 * 1024:
+        raise ConfigError("telemetry.max.bytes must be between 1 and 67108864")
     if config.max_incremental_fetch_session_cache_slots < 0:
         raise ConfigError("max.incremental.fetch.session.cache.slots must be at least 0")
     if config.max_in_flight_per_connection < 1:

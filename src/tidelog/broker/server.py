@@ -44,6 +44,7 @@ from tidelog.broker.handlers import (
     share_groups,
     share_offsets,
     share_state,
+    telemetry,
     transactions,
     transactions_admin,
 )
@@ -194,8 +195,9 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         from tidelog.broker.handlers import (
             cluster,
             cluster_admin,
-            cluster_describe_cluster,
+            cluster_elect,
             cluster_reassignments,
+            cluster_view,
         )
         from tidelog.broker.handlers.cluster_common import ClusterDeps
 
@@ -205,7 +207,19 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         table |= cluster.handlers(deps)
         table |= cluster_admin.handlers(deps)
         table |= cluster_reassignments.handlers(deps)
-        table |= cluster_describe_cluster.handlers(deps)
+        table |= cluster_elect.handlers(deps)  # ElectLeaders through the controller
+        # DescribeCluster: every live broker and the controller; DescribeTopicPartitions:
+        # leaders and ISRs from the cluster view (both answered by any broker).
+        table[ApiKey.DESCRIBE_CLUSTER] = partial(admin.handle_describe_cluster, AdminDeps(
+            config, broker.identity, topics, authorizer,
+            live_brokers=partial(cluster_view.live_brokers, replication),
+        ))
+        table |= describe_topic_partitions.handlers(
+            describe_topic_partitions.DescribeTopicPartitionsDeps(
+                config.node_id, topics, authorizer,
+                partition_rows=partial(cluster_view.partition_row, replication),
+            )
+        )
         # InitProducerId: idempotent producers as cluster_admin answers, transactional ids
         # through the transaction coordinator.
         table[ApiKey.INIT_PRODUCER_ID] = partial(
@@ -219,6 +233,13 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
                 config.data_dir, authorizer, store=broker.user_store,
                 on_change=broker.credentials.replace,
             ))
+    # Client telemetry (KIP-714) and CLIENT_METRICS config resources, in both modes.
+    telemetry_deps = telemetry.TelemetryDeps(
+        broker.telemetry, authorizer, lambda: [info.name for info in topics.all()],
+        partial(_broker_ids, broker, replication),
+    )
+    table |= telemetry.handlers(telemetry_deps)
+    telemetry.wrap_config_handlers(table, telemetry_deps)
     with_request_quota(table, broker.quotas)  # request_percentage around every handler
     return table
 
@@ -268,6 +289,12 @@ def _share_cluster_handlers(
 
     table |= share_state.handlers(share_state.ShareStateDeps(state_coordinator,
                                                              broker.authorizer))
+
+
+def _broker_ids(broker: Broker, replication: Replication | None) -> list[int]:
+    """Live brokers (a single node: itself)."""
+    view = None if replication is None else replication.view
+    return [broker.config.node_id] if view is None else sorted(view.brokers)
 
 
 async def _init_producer_id(

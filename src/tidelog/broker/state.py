@@ -31,6 +31,8 @@ from tidelog.broker.services import (
     PartitionReplication,
     PartitionRoleListener,
 )
+from tidelog.broker.telemetry.service import TelemetryService
+from tidelog.broker.telemetry.store import FileClientMetricsStore
 from tidelog.broker.topic_registry import TopicRegistry
 from tidelog.security.authorizer import Authorizer
 from tidelog.security.quota_rate import QuotaWindow
@@ -79,6 +81,11 @@ class Broker:
             self.quota_store.load(),
             QuotaWindow(config.quota_window_num, config.quota_window_size_seconds * 1000),
             clock.monotonic_ms,
+        )
+        # Client telemetry (KIP-714): CLIENT_METRICS subscriptions (client-metrics.json here;
+        # ZooKeeper's /config/client-metrics in a cluster) and the metrics clients push.
+        self.telemetry = TelemetryService(
+            FileClientMetricsStore(config.data_dir), config.telemetry_max_bytes, clock.now_ms
         )
         # SCRAM users as SASL sees them: the data directory's file on a single node; in a
         # cluster, ZooKeeper's /config/users (`user_store`, a cluster/zk_scram.ZkScramStore).

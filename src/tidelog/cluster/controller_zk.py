@@ -108,6 +108,7 @@ class ClusterMember:
             (layout.DELETE_TOPICS_PATH, ControllerEvent.TOPIC_DELETION),
         ):
             client.ChildrenWatch(path, self._children_watcher(event), send_event=True)
+        client.DataWatch(layout.PREFERRED_REPLICA_ELECTION_PATH, self._on_election_znode)
         return self._elect()
 
     def _on_session_state(self, state: KazooState) -> None:
@@ -124,6 +125,12 @@ class ClusterMember:
     ) -> None:
         if data is not None:
             self._inbox.put(ControllerEvent.PARTITION_REASSIGNMENT)
+
+    def _on_election_znode(
+        self, data: bytes | None, stat: object, event: WatchedEvent | None = None
+    ) -> None:
+        if data is not None:
+            self._inbox.put(ControllerEvent.PREFERRED_REPLICA_ELECTION)
 
     def _children_watcher(
         self, event: ControllerEvent
@@ -210,6 +217,19 @@ class ClusterMember:
             return self._reassignments.on_request()
         if event is ControllerEvent.PARTITION_MODIFICATION:
             return self._topics.on_partition_modification()
+        if event is ControllerEvent.PREFERRED_REPLICA_ELECTION:
+            requested = self.store.take_preferred_election()
+            if not requested:
+                return []
+            known = [tp for tp in requested if tp in self._context.states]
+            for tp in known:  # an admin's request is rare: decide on ZooKeeper's state
+                fresh = self.store.partition_state(tp)
+                if fresh is not None:
+                    self._context.states[tp] = fresh
+            changes = self.elect_preferred_leaders(known)
+            _log.info("preferred leader election of %d partitions: %d moved",
+                      len(known), len(changes))
+            return changes
         self._topics.on_topic_deletion()
         return []
 
@@ -249,6 +269,8 @@ class ClusterMember:
         self._topics.on_isr_change()
         self._topics.on_topic_deletion()
         changes += self._reconcile(self._context.states.keys())
+        # An election request the previous controller did not get to.
+        self._inbox.put(ControllerEvent.PREFERRED_REPLICA_ELECTION)
         # Moves a previous controller started, then any request it left unread.
         return changes + self._reassignments.progress() + self._reassignments.on_request()
 

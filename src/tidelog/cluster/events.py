@@ -26,6 +26,7 @@ class ControllerEvent(enum.Enum):
     ISR_CHANGE = "a leader wrote an ISR change notification"
     TOPIC_DELETION = "a topic deletion was requested"
     PARTITION_REASSIGNMENT = "/admin/reassign_partitions was written"
+    PREFERRED_REPLICA_ELECTION = "an admin asked for preferred leader elections"
 
 
 @dataclass(frozen=True, slots=True)

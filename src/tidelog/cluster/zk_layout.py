@@ -91,6 +91,10 @@ ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
+# An admin's request for preferred leader elections (Kafka's ZooKeeper-mode path and payload:
+# {"version":1,"partitions":[{"topic":"t","partition":0}]}); the controller elects, then
+# deletes it.
+PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 CLUSTER_ID_PATH = "/cluster/id"
 PERSISTENT_PATHS = (
     BROKER_IDS_PATH,

@@ -10,6 +10,7 @@ with `ControllerMovedError`.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,12 +32,14 @@ from tidelog.cluster.zk_layout import (
     ControllerRegistration,
     PartitionState,
     TopicAssignment,
+    ZkLayoutError,
 )
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.types import TopicPartition
 
 Watch = Callable[[WatchedEvent], None]
 REGISTER_ATTEMPTS = 3  # create/read rounds when a stale registration expires meanwhile
+MAX_ELECTION_PARTITIONS = 100_000  # partitions read from one election request
 
 
 class ControllerMovedError(KafkaError):
@@ -340,6 +343,40 @@ class ZkStore(AdminZnodes):
         """What an admin (DeleteTopics handler) writes; the controller does the deleting."""
         with contextlib.suppress(NodeExistsError):  # already requested: nothing more to do
             self.client.create(layout.delete_topic_path(topic), b"")
+
+    def request_preferred_election(self, partitions: list[TopicPartition]) -> bool:
+        """What an admin (ElectLeaders handler) writes; False while an earlier request is
+        still pending (Kafka: "preferred replica leader election currently in progress")."""
+        document = {"version": 1, "partitions": [
+            {"topic": tp.topic, "partition": tp.partition} for tp in partitions
+        ]}
+        try:
+            self.client.create(
+                layout.PREFERRED_REPLICA_ELECTION_PATH, json.dumps(document).encode("utf-8"),
+                makepath=True,
+            )
+        except NodeExistsError:
+            return False
+        return True
+
+    def preferred_election_pending(self) -> bool:
+        return self.client.exists(layout.PREFERRED_REPLICA_ELECTION_PATH) is not None
+
+    def take_preferred_election(self) -> list[TopicPartition] | None:
+        """The controller's side: the requested partitions (None: no request), the znode
+        deleted. A payload that does not parse is deleted and ignored (ZkLayoutError)."""
+        try:
+            data, _ = self.client.get(layout.PREFERRED_REPLICA_ELECTION_PATH)
+        except NoNodeError:
+            return None
+        with contextlib.suppress(NoNodeError):
+            self.client.delete(layout.PREFERRED_REPLICA_ELECTION_PATH)
+        try:
+            document = json.loads(data)
+            return [TopicPartition(str(item["topic"]), int(item["partition"]))
+                    for item in document["partitions"][:MAX_ELECTION_PARTITIONS]]
+        except (ValueError, KeyError, TypeError) as error:
+            raise ZkLayoutError(f"{layout.PREFERRED_REPLICA_ELECTION_PATH}: {error}") from None
 
     def topics_to_delete(self, watch: Watch | None = None) -> list[str]:
         return sorted(self.client.get_children(layout.DELETE_TOPICS_PATH, watch=watch))

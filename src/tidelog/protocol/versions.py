@@ -3,11 +3,10 @@
 Every range is a subset of what kio 0.6.5 can both read and write (checked by the tests) and
 of what Apache Kafka 4.3.1 advertises, up to the newest version whose fields Tidelog handles,
 so clients that infer the broker's release from the table infer 4.x (kafka-python 3.x: ListOffsets
-v11 is its 4.2 marker, Produce v13 would be 4.1's). Still below Kafka 4.3.1: Produce v13 and
-OffsetCommit/OffsetFetch v10 (topic ids), InitProducerId v6 (2PC), ListTransactions v2
-(docs/decisions.md). Transaction version 2 (KIP-890 part 2: EndTxn and TxnOffsetCommit v5,
-Produce v12's implicit add) is served, and advertised as the finalized feature
-`transaction.version` 2 on a single node (`api_versions_response(features=...)`).
+v11 is its 4.2 marker, Produce v13 is 4.1's). Still below Kafka 4.3.1: InitProducerId v6 (2PC),
+ListTransactions v2 (docs/decisions.md). Transaction version 2 (KIP-890 part 2: EndTxn and
+TxnOffsetCommit v5, Produce v12's implicit add) is served, and advertised as the finalized
+feature `transaction.version` 2 on a single node (`api_versions_response(features=...)`).
 
 ApiVersions fallback frame (``encode_unsupported_api_versions``), always the v0 layout::
 
@@ -40,12 +39,12 @@ from tidelog.protocol.api_keys import ApiKey
 
 SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
     {
-        0: (3, 12),  # Produce (v3 is kio's minimum; v11-12 as v10; v13 needs topic ids)
+        0: (3, 13),  # Produce (v3 is kio's minimum; v11-12 as v10; v13: topic ids)
         1: (4, 18),  # Fetch (v17-18 add only followers' tagged fields)
         2: (1, 11),  # ListOffsets (v8-11: the tiered-storage specs; v10 is kafka-python's 4.0)
         3: (0, 13),  # Metadata
-        8: (2, 9),  # OffsetCommit
-        9: (1, 9),  # OffsetFetch
+        8: (2, 10),  # OffsetCommit (v10: topic ids, UNKNOWN_TOPIC_ID)
+        9: (1, 10),  # OffsetFetch (v10: topic ids, UNKNOWN_TOPIC_ID)
         10: (0, 6),  # FindCoordinator
         11: (0, 9),  # JoinGroup (v8 adds reason, v9 skip_assignment; Kafka 3.7 serves 0-9)
         12: (0, 4),  # Heartbeat
@@ -89,6 +88,9 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         66: (0, 1),  # ListTransactions (v2's transactional_id_pattern not served; single node)
         68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
         69: (0, 1),  # ConsumerGroupDescribe
+        71: (0, 0),  # GetTelemetrySubscriptions (KIP-714; Kafka lists it with a telemetry
+        72: (0, 0),  # PushTelemetry              receiver plugin, Tidelog's is /metrics)
+        74: (0, 1),  # ListConfigResources (v0: ListClientMetricsResources; v1: KIP-1142 types)
         76: (1, 1),  # ShareGroupHeartbeat (KIP-932; v0 was Kafka 4.0's early access)
         77: (1, 1),  # ShareGroupDescribe
         78: (1, 2),  # ShareFetch (v2: renew acknowledgements, KIP-1222)
@@ -162,6 +164,9 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         66: "ListTransactions",
         68: "ConsumerGroupHeartbeat",
         69: "ConsumerGroupDescribe",
+        71: "GetTelemetrySubscriptions",
+        72: "PushTelemetry",
+        74: "ListConfigResources",
         76: "ShareGroupHeartbeat",
         77: "ShareGroupDescribe",
         78: "ShareFetch",

@@ -5,13 +5,14 @@ rewrites baseOffset in place (D2) and wants a writable view of the receive buffe
 response must leave holes for record bytes that go by sendfile (D6). Everything else uses kio.
 Sans-I/O: bytes in, values out; no sockets.
 
-Produce request v3-v10 (after the request header; v9+ flexible: compact forms + tagged fields)::
+Produce request v3-v13 (after the request header; v9+ flexible: compact forms + tagged fields;
+v11-v12 are v10's layout)::
 
     transactional_id   nullable string   int16 length (-1 null) | v9+: uvarint length+1 (0 null)
     acks               int16             0, 1 or -1
     timeout_ms         int32
     topic_data         array             int32 count | v9+: uvarint count+1
-      name             string
+      name             string            v3-v12 | v13+: topic_id uuid (16 bytes, KIP-516)
       partition_data   array
         index          int32
         records        nullable bytes    int32 length (-1 null) | v9+: uvarint length+1
@@ -132,8 +133,9 @@ class ProducePartition:
 
 @dataclass(frozen=True, slots=True)
 class ProduceTopic:
-    name: str
+    name: str  # v13+: "" until the handler resolves `topic_id`
     partitions: tuple[ProducePartition, ...]
+    topic_id: uuid.UUID | None = None  # v13+
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +166,7 @@ def decode_request_header(frame: memoryview) -> tuple[RequestHeader, int]:
 
 
 def decode_produce_request(frame: memoryview, version: int, position: int) -> ProduceRequestData:
-    """Decode a Produce v3-v10 body; record sets stay views into `frame` (no copies)."""
+    """Decode a Produce v3-v13 body; record sets stay views into `frame` (no copies)."""
     flexible = version >= 9
     reader = _Reader(frame, position)
     transactional_id = reader.string(flexible, nullable=True)
@@ -172,7 +174,14 @@ def decode_produce_request(frame: memoryview, version: int, position: int) -> Pr
     timeout_ms = reader.int32()
     topics = []
     for _ in range(reader.count(flexible, 2)):
-        name = reader.string(flexible, nullable=False)
+        topic_id = None
+        if version >= 13:
+            reader.need(16)
+            topic_id = uuid.UUID(bytes=bytes(reader.frame[reader.position : reader.position + 16]))
+            reader.position += 16
+            name: str | None = ""
+        else:
+            name = reader.string(flexible, nullable=False)
         partitions = []
         for _ in range(reader.count(flexible, 5)):
             index = reader.int32()
@@ -187,7 +196,7 @@ def decode_produce_request(frame: memoryview, version: int, position: int) -> Pr
             partitions.append(ProducePartition(index, records))
         if flexible:
             reader.skip_tagged_fields()
-        topics.append(ProduceTopic(name or "", tuple(partitions)))
+        topics.append(ProduceTopic(name or "", tuple(partitions), topic_id))
     if flexible:
         reader.skip_tagged_fields()
     if reader.position != len(frame):

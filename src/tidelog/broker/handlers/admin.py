@@ -376,12 +376,18 @@ async def handle_describe_cluster(deps: AdminDeps, context: RequestContext, requ
                            else f"unknown endpoint type {endpoint_type}"),
             cluster_id=deps.identity.cluster_id,
         )
-    node = responses.build(
-        module.DescribeClusterBroker,
-        broker_id=config.node_id,
-        host=advertised_endpoint(config, context.listener_name)[0],
-        port=advertised_endpoint(config, context.listener_name)[1],
-        rack=None,
+    host, port = advertised_endpoint(config, context.listener_name)
+    controller_id, live = config.node_id, [(config.node_id, host, port)]
+    if deps.live_brokers is not None:
+        # A cluster: every live broker on the caller's listener, and the ZooKeeper
+        # controller's id (what a ZooKeeper-mode Kafka broker answers).
+        controller_id, live = deps.live_brokers(context.listener_name)
+    nodes = tuple(
+        responses.build(
+            module.DescribeClusterBroker, broker_id=node_id, host=node_host, port=node_port,
+            rack=None,
+        )
+        for node_id, node_host, node_port in sorted(live)
     )
     return responses.build(
         cls,
@@ -390,8 +396,8 @@ async def handle_describe_cluster(deps: AdminDeps, context: RequestContext, requ
         error_message=None,
         endpoint_type=_ENDPOINT_BROKERS,
         cluster_id=deps.identity.cluster_id,
-        controller_id=config.node_id,
-        brokers=(node,),
+        controller_id=controller_id,
+        brokers=nodes,
         cluster_authorized_operations=cluster_operations(
             deps.authorizer, context, request.include_cluster_authorized_operations
         ),

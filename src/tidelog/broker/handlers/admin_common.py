@@ -33,6 +33,9 @@ class AdminDeps:
     identity: ClusterIdentity
     topics: TopicRegistry
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
+    # A cluster's (controller id, live brokers as (id, host, port)) on a listener, for
+    # DescribeCluster; None on a single node (this broker is all there is).
+    live_brokers: Callable[[str], tuple[int, list[tuple[int, str, int]]]] | None = None
 
 
 def require(

@@ -32,6 +32,13 @@ from tidelog.protocol.api_keys import ApiKey
 _SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
+def client_software(request: Any, version: int) -> tuple[str, str] | None:
+    """The (name, version) a valid ApiVersions v3+ request names, else None."""
+    if version < 3 or not _valid(request, version):
+        return None
+    return request.client_software_name, request.client_software_version
+
+
 def _valid(request: Any, version: int) -> bool:
     if version < 3:
         return True

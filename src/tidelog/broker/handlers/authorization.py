@@ -176,6 +176,12 @@ REQUIRED: dict[ApiKey, tuple[Requirement, ...]] = {
     # Client quotas: the cluster's configs (top-level refusal / every entry refused).
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (Requirement(Op.DESCRIBE_CONFIGS, Type.CLUSTER),),
     ApiKey.ALTER_CLIENT_QUOTAS: (Requirement(Op.ALTER_CONFIGS, Type.CLUSTER),),
+    # Client telemetry (KIP-714): any connected client may subscribe and push; listing config
+    # resources reads the cluster's configs. CLIENT_METRICS resources in Describe/
+    # IncrementalAlterConfigs need DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster.
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (),
+    ApiKey.PUSH_TELEMETRY: (),
+    ApiKey.LIST_CONFIG_RESOURCES: (Requirement(Op.DESCRIBE_CONFIGS, Type.CLUSTER),),
 }
 
 REFUSAL: dict[ResourceType, ErrorCode] = {

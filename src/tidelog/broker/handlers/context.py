@@ -33,6 +33,9 @@ class RequestContext:
     # throttle (KIP-219: stop reading from it for that many ms after this response).
     request_bytes: int = 0
     mute: Callable[[int], None] | None = None
+    # (name, version) the client gave in ApiVersions v3+ (Kafka's ClientInformation; KIP-714
+    # subscriptions match on them), "unknown" until then.
+    client_software: tuple[str, str] = ("unknown", "unknown")
 
     @property
     def client_id(self) -> str:

@@ -1,5 +1,6 @@
-"""DescribeTopicPartitions (key 75, v0; KIP-966) on a single node: topics and partitions in
-pages, as Kafka's DescribeTopicPartitionsRequestHandler answers.
+"""DescribeTopicPartitions (key 75, v0; KIP-966): topics and partitions in pages, as Kafka's
+DescribeTopicPartitionsRequestHandler answers, on a single node and in a cluster (where
+`partition_rows` reads leader, epoch, replicas, ISR and offline replicas from the cluster view).
 
 - No topics named: every topic the caller may DESCRIBE, by name; named topics: those, by name,
   an unknown one UNKNOWN_TOPIC_OR_PARTITION, one the caller may not DESCRIBE
@@ -11,14 +12,15 @@ pages, as Kafka's DescribeTopicPartitionsRequestHandler answers.
   `max.request.partition.size.limit` default 2000) per answer; where the limit cuts,
   `next_cursor` names the next topic and partition.
 - A lone broker leads every partition at epoch 0, the only replica and ISR; no eligible
-  leader replicas (empty lists, as a KRaft Kafka 4 with ELR answers for a healthy ISR).
+  leader replicas (empty lists, as a KRaft Kafka 4 with ELR answers for a healthy ISR; a
+  ZooKeeper-mode cluster has no ELR either).
 
 Runs on the event loop; reads the topic registry only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -42,25 +44,43 @@ MAX_PARTITIONS_PER_ANSWER = 2000  # Kafka's max.request.partition.size.limit def
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionRow:
+    error: ErrorCode
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class DescribeTopicPartitionsDeps:
     node_id: int
     topics: TopicRegistry
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
+    # A cluster's view of one partition (topic, partition); None: this lone broker leads all.
+    partition_rows: Callable[[str, int], PartitionRow] | None = None
 
 
-def _partitions(module: Any, node_id: int, indexes: range) -> Iterator[Any]:
+def _partitions(module: Any, deps: DescribeTopicPartitionsDeps, topic: str,
+                indexes: range) -> Iterator[Any]:
+    node_id = deps.node_id
     for index in indexes:
+        row = (
+            PartitionRow(ErrorCode.NONE, node_id, LEADER_EPOCH, (node_id,), (node_id,))
+            if deps.partition_rows is None else deps.partition_rows(topic, index)
+        )
         yield responses.build(
             module.DescribeTopicPartitionsResponsePartition,
-            error_code=ErrorCode.NONE,
+            error_code=row.error,
             partition_index=index,
-            leader_id=node_id,
-            leader_epoch=LEADER_EPOCH,
-            replica_nodes=(node_id,),
-            isr_nodes=(node_id,),
+            leader_id=row.leader,
+            leader_epoch=row.leader_epoch,
+            replica_nodes=row.replicas,
+            isr_nodes=row.isr,
             eligible_leader_replicas=(),
             last_known_elr=(),
-            offline_replicas=(),
+            offline_replicas=row.offline,
         )
 
 
@@ -132,7 +152,7 @@ async def handle_describe_topic_partitions(
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         end = min(start + remaining, info.partitions)
-        parts = _partitions(module, deps.node_id, range(start, end))
+        parts = _partitions(module, deps, name, range(start, end))
         topics.append(_topic(module, ErrorCode.NONE, name, info, parts, operations(name)))
         remaining -= max(0, end - start)
         if end < info.partitions:

@@ -243,26 +243,30 @@ async def handle_offset_commit(deps: GroupDeps, context: RequestContext, request
     # READ on the group (else every partition is refused), then READ on each topic, before
     # existence is looked at (KafkaApis.handleOffsetCommitRequest).
     group_refused = not may(deps, context, Op.READ, Type.GROUP, request.group_id)
+    ids: dict[str, uuid.UUID | None] = {}  # v10+: the topic id each name answers with
     for topic in request.topics:
-        info = deps.topics.get(topic.name)
+        name = _topic_name(deps, topic, ids)
+        info = deps.topics.get(name)
         refused: ErrorCode | None = None
         if group_refused:
             refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
-        elif not may(deps, context, Op.READ, Type.TOPIC, topic.name):
+        elif name.startswith(_UNKNOWN_ID):
+            refused = ErrorCode.UNKNOWN_TOPIC_ID  # v10+: an id no topic has
+        elif not may(deps, context, Op.READ, Type.TOPIC, name):
             refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         for p in topic.partitions:
             if refused is not None:
-                unknown.append((topic.name, p.partition_index, refused))
+                unknown.append((name, p.partition_index, refused))
                 continue
             if info is None or not 0 <= p.partition_index < info.partitions:
                 # As Kafka's KafkaApis: commits for partitions that do not exist are refused.
                 unknown.append(
-                    (topic.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    (name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 )
                 continue
             known.append(
                 CommitPartition(
-                    topic.name,
+                    name,
                     p.partition_index,
                     p.committed_offset,
                     getattr(p, "committed_leader_epoch", -1),
@@ -299,10 +303,27 @@ async def handle_offset_commit(deps: GroupDeps, context: RequestContext, request
             )
         )
     topics = tuple(
-        responses.build(module.OffsetCommitResponseTopic, name=name, partitions=tuple(items))
+        responses.build(module.OffsetCommitResponseTopic, name=name, topic_id=ids.get(name),
+                        partitions=tuple(items))
         for name, items in by_topic.items()
     )
     return response(ApiKey.OFFSET_COMMIT, version, topics=topics)
+
+
+# OffsetCommit and OffsetFetch v10 (KIP-848's topic ids) name topics by id: resolved here to
+# names (what the coordinator keys offsets by), answered by id. An id no topic has is kept
+# under a placeholder name that cannot be a topic's ("<" is not a legal topic character).
+_UNKNOWN_ID = "<unknown topic id "
+
+
+def _topic_name(deps: GroupDeps, topic: Any, ids: dict[str, uuid.UUID | None]) -> str:
+    """A request topic's name: `name` (v0-9), or its `topic_id` resolved (v10+)."""
+    if not hasattr(topic, "topic_id"):
+        return str(topic.name)
+    info = deps.topics.by_id(topic.topic_id) if topic.topic_id is not None else None
+    name = info.name if info is not None else f"{_UNKNOWN_ID}{topic.topic_id}>"
+    ids[name] = topic.topic_id
+    return name
 
 
 def _fetch_offsets(
@@ -319,11 +340,18 @@ def _fetch_offsets(
     if not may(deps, context, Op.DESCRIBE, Type.GROUP, group_id):
         return OffsetFetchResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     wanted = None
+    unknown_ids: list[FetchedOffset] = []
     if topics is not None:
-        wanted = tuple((t.name, index) for t in topics for index in t.partition_indexes)
+        wanted = tuple((t.name, index) for t in topics if not t.name.startswith(_UNKNOWN_ID)
+                       for index in t.partition_indexes)
+        unknown_ids = [FetchedOffset(t.name, index, -1, error=ErrorCode.UNKNOWN_TOPIC_ID)
+                       for t in topics if t.name.startswith(_UNKNOWN_ID)
+                       for index in t.partition_indexes]
     message = OffsetFetchRequest(group_id, wanted, member[0], member[1])
     shard = deps.groups().shard_of(group_id)
     answer = shard.offset_fetch(message)
+    if unknown_ids:
+        answer = replace(answer, partitions=(*answer.partitions, *unknown_ids))
     if require_stable and answer.partitions:
         # OffsetFetch v7+ require_stable (KIP-447): an offset a transaction may still change
         # is UNSTABLE_OFFSET_COMMIT (the consumer retries until the transaction ends).
@@ -372,8 +400,13 @@ async def handle_offset_fetch(deps: GroupDeps, context: RequestContext, request:
     groups = []
     for group in request.groups:
         member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
+        ids: dict[str, uuid.UUID | None] = {}
+        wanted = group.topics
+        if version >= 10 and wanted is not None:
+            wanted = [_NamedTopic(_topic_name(deps, t, ids), t.partition_indexes)
+                      for t in wanted]
         try:
-            answer = _fetch_offsets(deps, context, group.group_id, group.topics, member,
+            answer = _fetch_offsets(deps, context, group.group_id, wanted, member,
                                     bool(getattr(request, "require_stable", False)))
         except KafkaError as error:
             groups.append(responses.build(
@@ -381,8 +414,13 @@ async def handle_offset_fetch(deps: GroupDeps, context: RequestContext, request:
                 error_code=error.code,
             ))
             continue
+        if version >= 10:
+            for item in answer.partitions:
+                if item.topic not in ids:
+                    info = deps.topics.get(item.topic)
+                    ids[item.topic] = info.topic_id if info is not None else None
         topics = _fetched_topics(
-            module, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions", answer
+            module, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions", answer, ids
         )
         groups.append(
             responses.build(
@@ -395,7 +433,18 @@ async def handle_offset_fetch(deps: GroupDeps, context: RequestContext, request:
     return response(ApiKey.OFFSET_FETCH, version, groups=tuple(groups))
 
 
-def _fetched_topics(module: Any, topic_class: str, partition_class: str, answer: Any) -> Any:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _NamedTopic:
+    """An OffsetFetch v10 topic with its id resolved to a name."""
+
+    name: str
+    partition_indexes: Any
+
+
+def _fetched_topics(
+    module: Any, topic_class: str, partition_class: str, answer: Any,
+    ids: dict[str, uuid.UUID | None] | None = None,
+) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for item in answer.partitions:
         by_topic.setdefault(item.topic, []).append(
@@ -409,7 +458,8 @@ def _fetched_topics(module: Any, topic_class: str, partition_class: str, answer:
             )
         )
     return tuple(
-        responses.build(getattr(module, topic_class), name=name, partitions=tuple(items))
+        responses.build(getattr(module, topic_class), name=name,
+                        topic_id=(ids or {}).get(name), partitions=tuple(items))
         for name, items in by_topic.items()
     )
 

@@ -20,8 +20,10 @@ start offset, as Kafka's do.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
@@ -183,6 +185,9 @@ def _has_transactional_records(request: ProduceRequestData) -> bool:
     return False
 
 
+_UNKNOWN_ID = "<unknown topic id "
+
+
 async def handle_produce(
     deps: ProduceDeps, context: RequestContext, request: ProduceRequestData
 ) -> Any | None:
@@ -211,6 +216,17 @@ async def handle_produce(
     elif request.acks not in (0, 1, -1):
         request_error = ErrorCode.INVALID_REQUIRED_ACKS
 
+    # v13+ names topics by id (KIP-516): resolved to names here, answered by id; an id no
+    # topic has answers UNKNOWN_TOPIC_ID (a placeholder name no topic can have: "<").
+    ids: dict[str, uuid.UUID | None] = {}
+    if version >= 13:
+        resolved = []
+        for topic in request.topics:
+            info = deps.topics.by_id(topic.topic_id) if topic.topic_id is not None else None
+            name = info.name if info is not None else f"{_UNKNOWN_ID}{topic.topic_id}>"
+            ids[name] = topic.topic_id
+            resolved.append(dataclasses.replace(topic, name=name))
+        request = dataclasses.replace(request, topics=tuple(resolved))
     # WRITE per topic, decided before existence so a missing topic does not leak (KafkaApis).
     refused: set[str] = set()
     if deps.authorizer is not None:
@@ -240,6 +256,8 @@ async def handle_produce(
             try:
                 if request_error is not None:
                     raise KafkaError(request_error)
+                if ids and topic.name.startswith(_UNKNOWN_ID):
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
                 if refused and topic.name in refused:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if partition.records is None:
@@ -376,6 +394,7 @@ async def handle_produce(
             responses.build(
                 module.TopicProduceResponse,
                 name=name,
+                topic_id=ids.get(name),
                 partition_responses=tuple(
                     responses.build(partition_cls, **fields) for fields in partition_fields
                 ),

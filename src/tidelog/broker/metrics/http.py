@@ -247,6 +247,7 @@ async def start_metrics(
     metrics.set_group_source(lambda: group_stats(getattr(broker, "groups", None)))
     metrics.set_quota_source(broker.quotas.stats)
     metrics.set_fetch_session_source(broker.fetch_sessions.stats)
+    metrics.set_client_metrics_source(broker.telemetry.collect)
 
     def target() -> HealthTarget:
         config = broker.config  # read per check: port 0 is resolved once the listener is bound

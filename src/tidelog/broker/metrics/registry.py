@@ -39,6 +39,10 @@ Exposed families (all prefixed `tidelog_`):
     consumer_groups{state}                      gauge    groups per state (scrape time)
     consumer_group_committed_offset{group,topic,partition}  gauge (scrape time)
     consumer_group_lag{group,topic,partition}   gauge    log_end_offset - committed (scrape time)
+    client_telemetry_pushes_total{error}        counter  PushTelemetry requests by outcome
+    client_<metric>{client_instance_id,client_id,client_software_name,...}
+                                                pushed client metrics (KIP-714,
+                                                broker/telemetry/export.py)
 """
 
 from __future__ import annotations
@@ -193,6 +197,7 @@ class BrokerMetrics:
         self._partition_source: PartitionSource | None = None
         self._group_source: GroupSource | None = None
         self._quota_source: Callable[[], Iterable[QuotaStats]] | None = None
+        self._client_metrics_source: Callable[[], Iterable[Metric]] | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -208,6 +213,14 @@ class BrokerMetrics:
 
     def set_quota_source(self, source: Callable[[], Iterable[QuotaStats]]) -> None:
         self._quota_source = source
+
+    def set_client_metrics_source(self, source: Callable[[], Iterable[Metric]]) -> None:
+        """KIP-714: the families of the metrics clients pushed (broker/telemetry/export.py)."""
+        self._client_metrics_source = source
+
+    def client_metrics(self) -> Iterable[Metric]:
+        source = self._client_metrics_source
+        return () if source is None else source()
 
     def quota_stats(self) -> Iterable[QuotaStats]:
         return () if self._quota_source is None else self._quota_source()
@@ -362,6 +375,7 @@ class _Collector:
         yield from self._collect_fetch_sessions()
         yield from self._collect_logs_and_groups()
         yield from _collect_quotas(m.quota_stats())
+        yield from m.client_metrics()
 
     def _collect_fetch_sessions(self) -> Iterator[Metric]:
         kinds = CounterMetricFamily(

@@ -39,6 +39,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tidelog.broker.handlers.api_versions import client_software
 from tidelog.broker.handlers.context import RequestContext
 from tidelog.broker.net.router import Router, UnanswerableError
 from tidelog.broker.net.sasl_authenticator import (
@@ -120,6 +121,7 @@ class Connection(asyncio.BufferedProtocol):
         self._writer_task: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
         self._peer: tuple[str, int] = ("", 0)
+        self._client_software: tuple[str, str] = ("unknown", "unknown")
         self._closed = False
         self._active = False  # bytes arrived since the last idle check
         self._idle_ms = 0
@@ -208,6 +210,11 @@ class Connection(asyncio.BufferedProtocol):
                 return
             self._submit(frame)
 
+    def _note_client_software(self, body: Any, api_version: int) -> None:
+        software = client_software(body, api_version)
+        if software is not None:
+            self._client_software = software
+
     def _submit(self, frame: bytearray) -> None:
         if self._sasl is not None and not self._sasl.complete:
             self._submit_unauthenticated(self._sasl, frame)
@@ -230,9 +237,11 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("closing %s:%d: %s", *self._peer, error)
             self.close()
             return
+        if api_key == ApiKey.API_VERSIONS:
+            self._note_client_software(body, api_version)
         context = RequestContext(
             header, self._peer[0], self._peer[1], self._principal, self._security.listener_name,
-            len(frame), self.mute_for,
+            len(frame), self.mute_for, self._client_software,
         )
         task = asyncio.get_running_loop().create_task(self._router.dispatch(context, body))
         self._pending.append((header, task))
@@ -269,6 +278,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         header = request.header
         if api_key == ApiKey.API_VERSIONS:
+            self._note_client_software(request.body, api_version)
             context = RequestContext(
                 header, self._peer[0], self._peer[1], ANONYMOUS, self._security.listener_name
             )

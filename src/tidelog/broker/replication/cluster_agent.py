@@ -43,6 +43,7 @@ from tidelog.cluster.zk_admin import (
     broker_config_path,
     topic_config_path,
 )
+from tidelog.cluster.zk_client_metrics import ZkClientMetricsError, ZkClientMetricsStore
 from tidelog.cluster.zk_layout import BrokerRegistration, TopicAssignment, ZkLayoutError
 from tidelog.cluster.zk_quotas import CHANGES_PATH, ZkQuotaError, ZkQuotaStore
 from tidelog.cluster.zk_scram import ZkScramError, ZkScramStore
@@ -135,6 +136,7 @@ class ClusterAgent:
         on_acls: Callable[[frozenset[AclBinding]], None] | None = None,
         on_quotas: Callable[[ClientQuotas], None] | None = None,
         on_users: Callable[[Users], None] | None = None,
+        on_client_metrics: Callable[[dict[str, dict[str, str]]], None] | None = None,
     ) -> None:
         self.settings = settings
         self.broker_id = registration.broker_id
@@ -170,6 +172,9 @@ class ClusterAgent:
         # SCRAM users (the same notices): reloaded whole, handed to the credential cache.
         self.scram_store = ZkScramStore(self._client)
         self._on_users = on_users
+        # KIP-714 client-metrics subscriptions (the same notices): reloaded whole.
+        self.client_metrics_store = ZkClientMetricsStore(self._client)
+        self._on_client_metrics = on_client_metrics
 
     # ------------------------------------------------------------ lifecycle (blocking)
 
@@ -205,7 +210,7 @@ class ClusterAgent:
             for path in CHANGE_PATHS:
                 self._client.ChildrenWatch(path, self._acl_notices)
             self._client.add_listener(self._acl_session_state)
-        if self._on_quotas is not None or self._on_users is not None:
+        if self._config_listeners():
             # Loaded before the broker says ready, like the ACLs.
             self.quota_store.ensure_paths()
             self._refresh_quotas()
@@ -291,7 +296,7 @@ class ClusterAgent:
                 self._mark_dirty()
                 if self._on_acls is not None:
                     self._acls_dirty.set()
-                if self._on_quotas is not None or self._on_users is not None:
+                if self._config_listeners():
                     self._quotas_dirty.set()
                 self._stopping.wait(RETRY_BACKOFF_S)
                 continue
@@ -318,8 +323,15 @@ class ClusterAgent:
             # be a wrongful grant) and say so; the next notice tries again.
             log.error("ACLs in ZooKeeper cannot be read (%s); keeping the previous ones", error)
 
+    def _config_listeners(self) -> bool:
+        return any(
+            listener is not None
+            for listener in (self._on_quotas, self._on_users, self._on_client_metrics)
+        )
+
     def _refresh_quotas(self) -> None:
-        """After a /config/changes notice: client quotas and SCRAM users, read whole."""
+        """After a /config/changes notice: client quotas, SCRAM users and client-metrics
+        subscriptions, read whole."""
         if self._on_quotas is not None:
             try:
                 quotas = self.quota_store.load()
@@ -336,6 +348,14 @@ class ClusterAgent:
                           "ones", error)
             else:
                 self._loop.call_soon_threadsafe(self._on_users, users)
+        if self._on_client_metrics is not None:
+            try:
+                subscriptions = self.client_metrics_store.load()
+            except ZkClientMetricsError as error:
+                log.error("client-metrics subscriptions in ZooKeeper cannot be read (%s); "
+                          "keeping the previous ones", error)
+            else:
+                self._loop.call_soon_threadsafe(self._on_client_metrics, subscriptions)
         self.quota_store.purge_notices(int(time.time() * 1000))
 
     def _publish(self, bindings: frozenset[AclBinding]) -> None:
@@ -464,6 +484,11 @@ class ClusterAgent:
         """Blocking: write `/admin/reassign_partitions` for the controller; False while an
         earlier request is still there."""
         return self._member.store.request_reassignment(targets)
+
+    def request_preferred_election(self, partitions: list[TopicPartition]) -> bool:
+        """Blocking: `/admin/preferred_replica_election` for the controller; False while an
+        earlier request is pending."""
+        return self._member.store.request_preferred_election(partitions)
 
     def add_partitions(self, topic: str, count: int, validate_only: bool = False) -> None:
         """Blocking: place `count - current` new partitions over the live brokers (same
