@@ -16,6 +16,7 @@ from tidelog.broker.groups import service as group_service
 from tidelog.broker.net.inter_broker import inter_broker_listener, inter_broker_security
 from tidelog.broker.replication.cluster_agent import ClusterAgent, ClusterSettings
 from tidelog.broker.replication.replica_manager import Replication
+from tidelog.broker.share import service as share_service
 from tidelog.broker.state import Broker
 from tidelog.broker.timers import cluster as timer_cluster
 from tidelog.broker.transactions import service as transaction_service
@@ -97,5 +98,6 @@ async def join_cluster(
     await asyncio.wait_for(replication.first_view.wait(), FIRST_VIEW_TIMEOUT_S)
     group_service.service(broker)  # loads the offsets partitions this broker leads
     transaction_service.service(broker)  # likewise the __transaction_state partitions
+    share_service.service(broker)  # likewise the __share_group_state partitions
     timer_cluster.service(broker, replication)  # and the __tidelog_timer partitions
     return ClusterLink(broker, replication, agent)

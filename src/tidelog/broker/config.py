@@ -68,6 +68,11 @@ class BrokerConfig:
     # when it is created) and its min.insync.replicas, Kafka's defaults.
     transaction_state_log_replication_factor: int = 3  # transaction.state.log.replication.factor
     transaction_state_log_min_isr: int = 2  # transaction.state.log.min.isr
+    # Cluster mode: the share coordinator's __share_group_state (Kafka's names and defaults;
+    # a single node keeps one partition).
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_replication_factor: int = 3
+    share_coordinator_state_topic_min_isr: int = 2
     # Cluster mode: delayed delivery's `__tidelog_timer` (docs/delivery.md), named after
     # Kafka's settings for its own internal topics; the factor is capped at the live brokers.
     tidelog_timer_log_num_partitions: int = 1  # tidelog.timer.log.num.partitions
@@ -229,6 +234,15 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
         "transaction_state_log_replication_factor", _parse_int
     ),
     "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _parse_int),
+    "share.coordinator.state.topic.num.partitions": (
+        "share_coordinator_state_topic_num_partitions", _parse_int
+    ),
+    "share.coordinator.state.topic.replication.factor": (
+        "share_coordinator_state_topic_replication_factor", _parse_int
+    ),
+    "share.coordinator.state.topic.min.isr": (
+        "share_coordinator_state_topic_min_isr", _parse_int
+    ),
     "tidelog.timer.log.num.partitions": ("tidelog_timer_log_num_partitions", _parse_int),
     "tidelog.timer.log.replication.factor": (
         "tidelog_timer_log_replication_factor", _parse_int

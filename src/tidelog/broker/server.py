@@ -43,6 +43,7 @@ from tidelog.broker.handlers import (
     share_fetch,
     share_groups,
     share_offsets,
+    share_state,
     telemetry,
     transactions,
     transactions_admin,
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
     from tidelog.broker.handlers.cluster_admin import ClusterProducerIds
     from tidelog.broker.replication.cluster_agent import ClusterSettings
     from tidelog.broker.replication.replica_manager import Replication
+    from tidelog.broker.share.state_coordinator import ShareStateCoordinator
     from tidelog.security.authorizer import Authorizer
 
 log = logging.getLogger("tidelog.broker.server")
@@ -157,7 +159,8 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     table |= log_dirs.handlers(log_dirs.LogDirsDeps(config.data_dir, topics, authorizer))
     locator = _coordinator_locator(broker, replication)
     table |= groups.handlers(GroupDeps(
-        topics, load_groups, locator, authorizer, _transaction_locator(broker, replication)
+        topics, load_groups, locator, authorizer, _transaction_locator(broker, replication),
+        _share_state_locator(broker, replication),
     ))
     table |= transactions.handlers(txn_deps)
     table |= transactions_admin.handlers(
@@ -224,6 +227,7 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
             producer.handlers(producer.ProducerIdDeps(
                 broker.producer_ids, authorizer, txn_deps))[ApiKey.INIT_PRODUCER_ID],
         )
+        _share_cluster_handlers(broker, replication, table, locator, partition_replication)
         if broker.user_store is not None:  # SCRAM users in ZooKeeper, as Kafka's ZK mode
             table |= scram_users.handlers(scram_users.ScramUsersDeps(
                 config.data_dir, authorizer, store=broker.user_store,
@@ -238,6 +242,53 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
     telemetry.wrap_config_handlers(table, telemetry_deps)
     with_request_quota(table, broker.quotas)  # request_percentage around every handler
     return table
+
+
+def _share_cluster_handlers(
+    broker: Broker, replication: Replication, table: HandlerTable, locator: CoordinatorLocator,
+    partition_replication: PartitionReplication,
+) -> None:
+    """Share groups in a cluster (docs/groups.md): ShareFetch/ShareAcknowledge on partition
+    leaders, membership on the group coordinator, the share coordinator's APIs (83-87)."""
+    config = broker.config
+    load_shares = partial(share_service.service, broker)
+
+    def current_leader(tp: TopicPartition) -> tuple[int, int]:
+        view = replication.view
+        versioned = None if view is None else view.states.get(tp)
+        if versioned is None:
+            return -1, -1
+        return versioned.state.leader, versioned.state.leader_epoch
+
+    def coordinator(group_id: str, listener_name: str) -> tuple[ErrorCode, int]:
+        error, where = locator(group_id, listener_name)
+        return error, where[0]
+
+    async def forward_configs(request: Any, version: int, client_id: str) -> None:
+        persister = load_shares().persister
+        if persister is not None:
+            await persister.forward_configs(request, version, client_id)
+
+    share_deps = ShareDeps(
+        broker.topics, partition_replication, broker.append_waiters, broker.lifecycle,
+        load_shares, config.node_id, broker.authorizer, current_leader=current_leader,
+        group_coordinator=coordinator,
+    )
+    table |= share_fetch.handlers(share_deps)
+    table |= share_offsets.handlers(share_deps)
+    table |= share_groups.handlers(share_groups.ShareGroupDeps(
+        broker.topics, load_shares, partial(share_service.started, broker),
+        partial(_is_other_group, broker), broker.authorizer, coordinator=coordinator,
+        node_id=config.node_id, forward_configs=forward_configs,
+    ), table)
+
+    def state_coordinator() -> ShareStateCoordinator:
+        found = load_shares().state_coordinator
+        assert found is not None
+        return found
+
+    table |= share_state.handlers(share_state.ShareStateDeps(state_coordinator,
+                                                             broker.authorizer))
 
 
 def _broker_ids(broker: Broker, replication: Replication | None) -> list[int]:
@@ -273,6 +324,32 @@ def _transaction_locator(
         return find_transaction_coordinator(
             broker, replication, service.creator, txn_id, listener_name
         )
+
+    return locate
+
+
+def _share_state_locator(
+    broker: Broker, replication: Replication | None
+) -> CoordinatorLocator | None:
+    """FindCoordinator key_type 2 ("group:topicId:partition"): the leader of the key's
+    `__share_group_state` partition; cluster mode only."""
+    if replication is None:
+        return None
+    from tidelog.coordinator.share_state import parse_coordinator_key
+
+    def locate(key: str, listener_name: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+        parsed = parse_coordinator_key(key)
+        if parsed is None:
+            return ErrorCode.INVALID_REQUEST, (-1, "", -1)
+        state_coordinator = share_service.service(broker).state_coordinator
+        assert state_coordinator is not None
+        leader = state_coordinator.leader_of(parsed)
+        view = replication.view
+        endpoint = None if leader is None or view is None else view.endpoint(
+            leader, listener_name)
+        if leader is None or endpoint is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, (-1, "", -1)
+        return ErrorCode.NONE, (leader, endpoint[0], endpoint[1])
 
     return locate
 

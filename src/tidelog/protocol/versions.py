@@ -95,12 +95,23 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         77: (1, 1),  # ShareGroupDescribe
         78: (1, 2),  # ShareFetch (v2: renew acknowledgements, KIP-1222)
         79: (1, 2),  # ShareAcknowledge
+        # The share coordinator's broker-to-broker APIs (cluster mode only, CLUSTER_ACTION).
+        83: (0, 0),  # InitializeShareGroupState
+        84: (0, 0),  # ReadShareGroupState
+        85: (0, 1),  # WriteShareGroupState
+        86: (0, 0),  # DeleteShareGroupState
+        87: (0, 1),  # ReadShareGroupStateSummary
         90: (0, 1),  # DescribeShareGroupOffsets (v1: lag, KIP-1226)
         91: (0, 0),  # AlterShareGroupOffsets
         92: (0, 0),  # DeleteShareGroupOffsets
         75: (0, 0),  # DescribeTopicPartitions (KIP-966; single node)
     }
 )
+
+# APIs only cluster handler tables serve (broker to broker): a single node does not
+# advertise them (ApiVersions lists the handler table), so the differential harness, which
+# runs a single node, leaves them out of its coverage checks.
+CLUSTER_ONLY_APIS: frozenset[int] = frozenset({83, 84, 85, 86, 87})
 
 API_NAMES: Mapping[int, str] = MappingProxyType(
     {
@@ -160,6 +171,11 @@ API_NAMES: Mapping[int, str] = MappingProxyType(
         77: "ShareGroupDescribe",
         78: "ShareFetch",
         79: "ShareAcknowledge",
+        83: "InitializeShareGroupState",
+        84: "ReadShareGroupState",
+        85: "WriteShareGroupState",
+        86: "DeleteShareGroupState",
+        87: "ReadShareGroupStateSummary",
         90: "DescribeShareGroupOffsets",
         91: "AlterShareGroupOffsets",
         92: "DeleteShareGroupOffsets",

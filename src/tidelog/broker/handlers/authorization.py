@@ -90,6 +90,12 @@ REQUIRED: dict[ApiKey, tuple[Requirement, ...]] = {
         Requirement(Op.DELETE, Type.GROUP),
         Requirement(Op.READ, Type.TOPIC),
     ),
+    # The share coordinator's APIs are broker-to-broker (KafkaApis: CLUSTER_ACTION).
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (Requirement(Op.CLUSTER_ACTION, Type.CLUSTER),),
+    ApiKey.READ_SHARE_GROUP_STATE: (Requirement(Op.CLUSTER_ACTION, Type.CLUSTER),),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (Requirement(Op.CLUSTER_ACTION, Type.CLUSTER),),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (Requirement(Op.CLUSTER_ACTION, Type.CLUSTER),),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (Requirement(Op.CLUSTER_ACTION, Type.CLUSTER),),
     ApiKey.DESCRIBE_GROUPS: (Requirement(Op.DESCRIBE, Type.GROUP),),
     # Groups the caller may not DESCRIBE are left out.
     ApiKey.LIST_GROUPS: (Requirement(Op.DESCRIBE, Type.GROUP),),

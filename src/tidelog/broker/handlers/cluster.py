@@ -218,6 +218,8 @@ async def handle_create_topics(deps: ClusterDeps, context: RequestContext, reque
                 fields["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         except KafkaError as error:
             fields.update(error_code=error.code, error_message=error.message or None)
+        if hasattr(module, "CreatableTopicConfigs"):  # v5+: a list (Java's Admin reads it)
+            fields.setdefault("configs", ())
         results.append(responses.build(module.CreatableTopicResult, name=topic.name, **fields))
     cls = responses.response_class(ApiKey.CREATE_TOPICS, version)
     return responses.build(cls, throttle_time=0, topics=tuple(results))

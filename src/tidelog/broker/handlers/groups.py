@@ -21,7 +21,7 @@ from typing import Any
 
 from tidelog.broker import clock
 from tidelog.broker.handlers import group_admin
-from tidelog.broker.handlers.authorization import Op, Type
+from tidelog.broker.handlers.authorization import Op, Type, cluster_allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
 from tidelog.broker.handlers.groups_common import (
     GroupDeps,
@@ -47,13 +47,14 @@ from tidelog.coordinator.records import TopicPartitions
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.security.acl import AclOperation
 
 
 def _ms(value: Any) -> int:
     return int(value.total_seconds() * 1000) if isinstance(value, timedelta) else int(value)
 
 
-_GROUP_KEY, _TRANSACTION_KEY = 0, 1
+_GROUP_KEY, _TRANSACTION_KEY, _SHARE_KEY = 0, 1, 2
 
 
 def _host(context: RequestContext) -> str:
@@ -65,7 +66,9 @@ async def handle_find_coordinator(deps: GroupDeps, context: RequestContext, requ
     deps.groups()  # the coordinator (and __consumer_offsets) exist first
     keys = [request.key] if version < 4 else list(request.coordinator_keys)
     key_type = getattr(request, "key_type", _GROUP_KEY)
-    if key_type in (_GROUP_KEY, _TRANSACTION_KEY):
+    if key_type in (_GROUP_KEY, _TRANSACTION_KEY) or (
+        key_type == _SHARE_KEY and deps.find_share_coordinator is not None
+    ):
         answers = [_coordinator_of(deps, context, key_type, key) for key in keys]
     else:  # Kafka: a key type that does not exist is INVALID_REQUEST, no coordinator
         invalid = {"error_code": ErrorCode.INVALID_REQUEST, "node_id": -1, "host": "",
@@ -94,6 +97,14 @@ def _coordinator_of(
         refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return {"error_code": refused, "node_id": -1, "host": "", "port": -1}
     locate = deps.find_coordinator
+    if key_type == _SHARE_KEY and deps.find_share_coordinator is not None:
+        # Kafka: the share coordinator is found by brokers (CLUSTER_ACTION).
+        if deps.authorizer is not None and not cluster_allowed(
+            deps.authorizer, context, AclOperation.CLUSTER_ACTION
+        ):
+            refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return {"error_code": refused, "node_id": -1, "host": "", "port": -1}
+        locate = deps.find_share_coordinator
     if key_type == _TRANSACTION_KEY and deps.find_transaction_coordinator is not None:
         locate = deps.find_transaction_coordinator
     error, where = locate(key, context.listener_name)

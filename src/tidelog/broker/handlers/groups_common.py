@@ -29,6 +29,8 @@ class GroupDeps:
     authorizer: Authorizer | None = None  # None: no ACL checks (authorizer.class.name unset)
     # FindCoordinator key_type 1 (transactional ids); None: `find_coordinator` answers both
     find_transaction_coordinator: CoordinatorLocator | None = None
+    # FindCoordinator key_type 2 (share coordinator, "group:topicId:partition"); None: refused
+    find_share_coordinator: CoordinatorLocator | None = None
 
 
 def may(

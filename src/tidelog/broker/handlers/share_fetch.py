@@ -43,6 +43,28 @@ class _Answer:
     acknowledge_error: ErrorCode = ErrorCode.NONE
     records: bytes = b""
     acquired: list[tuple[int, int, int]] | None = None
+    leader: tuple[int, int] | None = None  # (id, epoch) for NOT_LEADER_OR_FOLLOWER
+
+
+def _refuse(answer: _Answer, deps: ShareDeps, tp: TopicPartition, error: ErrorCode,
+            for_acks: bool = False) -> None:
+    """The partition's error; its records are not sent (they were not persisted), and a
+    client told NOT_LEADER_OR_FOLLOWER learns the current leader (KIP-951's fields)."""
+    if for_acks:
+        answer.acknowledge_error = error
+    else:
+        answer.error = error
+        answer.records, answer.acquired = b"", None
+    if error is ErrorCode.NOT_LEADER_OR_FOLLOWER and deps.current_leader is not None:
+        answer.leader = deps.current_leader(tp)
+
+
+async def _ready(deps: ShareDeps, service: ShareService, group_id: str, name: str,
+                 topic_id: uuid.UUID, index: int) -> None:
+    """Cluster mode: this broker must lead the partition (NOT_LEADER_OR_FOLLOWER) and the
+    share partition's state is read from the share coordinator before its first use."""
+    deps.replication.high_watermark(TopicPartition(name, index))  # raises when not leader
+    await service.load(group_id, name, topic_id, index)
 
 
 def _ms(value: Any) -> int:
@@ -97,6 +119,13 @@ async def _acknowledge(
             if _topic_refused(deps, context, info.name):
                 answer.acknowledge_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
+            tp = TopicPartition(info.name, partition.partition_index)
+            try:
+                await _ready(deps, service, group_id, info.name, topic_id,
+                             partition.partition_index)
+            except KafkaError as error:
+                _refuse(answer, deps, tp, error.code, for_acks=True)
+                continue
             share_partition = service.share_partition(
                 group_id, info.name, topic_id, partition.partition_index
             )
@@ -107,7 +136,10 @@ async def _acknowledge(
                 # Released records may be acquired now: wake fetches parked on the partition.
                 deps.append_waiters.notify(TopicPartition(info.name, partition.partition_index))
             if persist:
-                await service.persist(group_id, topic_id, partition.partition_index)
+                try:
+                    await service.persist(group_id, topic_id, partition.partition_index)
+                except KafkaError as error:
+                    _refuse(answer, deps, tp, error.code, for_acks=True)
 
 
 def _session(
@@ -152,8 +184,8 @@ async def handle_share_fetch(deps: ShareDeps, context: RequestContext, request: 
         return await _fetch_after_acks(deps, context, request, version, module, service,
                                        group_id, member_id, epoch, answers)
     finally:
-        # Acknowledgements of partitions the fetch did not write (no-ops when written).
-        await _persist_all(service, group_id)
+        # After an error: what the fetch did not write (no-ops when written).
+        await _persist_all(deps, service, group_id)
 
 
 async def _fetch_after_acks(
@@ -164,6 +196,7 @@ async def _fetch_after_acks(
     lock_ms = service.settings(group_id).record_lock_duration_ms
     if epoch == -1:
         service.close_session(group_id, member_id)
+        await _persist_all(deps, service, group_id, answers)
         return _fetch_response(module, version, ErrorCode.NONE, lock_ms, answers, deps.node_id)
     session = service.sessions.get((group_id, member_id))
     if session is None:  # the member expired while the acknowledgements were written
@@ -189,13 +222,25 @@ async def _fetch_after_acks(
     if not getattr(request, "is_renew_ack", False):
         await _fetch(deps, context, request, service, group_id, member_id,
                      list(session.partitions), answers, session.epoch)
+    await _persist_all(deps, service, group_id, answers)
     return _fetch_response(module, version, ErrorCode.NONE, lock_ms, answers, deps.node_id)
 
 
-async def _persist_all(service: ShareService, group_id: str) -> None:
+async def _persist_all(deps: ShareDeps, service: ShareService, group_id: str,
+                       answers: dict[tuple[uuid.UUID, int], _Answer] | None = None) -> None:
+    """Write every changed share partition of the group; a failed write fails the
+    acknowledgements answered for that partition (none raises: `answers` None ignores)."""
     for group, topic_id, partition in list(service.partitions):
-        if group == group_id:
+        if group != group_id:
+            continue
+        try:
             await service.persist(group, topic_id, partition)
+        except KafkaError as error:
+            answer = None if answers is None else answers.get((topic_id, partition))
+            if answer is not None:
+                info = deps.topics.by_id(topic_id)
+                name = "" if info is None else info.name
+                _refuse(answer, deps, TopicPartition(name, partition), error.code, True)
 
 
 async def _fetch(
@@ -244,7 +289,8 @@ async def _fetch(
                     answers,
                 )
             except KafkaError as error:
-                answers.setdefault((topic_id, index), _Answer()).error = error.code
+                _refuse(answers.setdefault((topic_id, index), _Answer()), deps,
+                        TopicPartition(name, index), error.code)
                 continue
             total_records += got
             total_bytes += size
@@ -287,6 +333,7 @@ async def _acquire_one(
     """Acquire from one share partition: (records acquired, their bytes, whether the group's
     filter dropped records and more may be acquirable now)."""
     tp = TopicPartition(name, index)
+    await _ready(deps, service, group_id, name, topic_id, index)
     share_partition = service.share_partition(group_id, name, topic_id, index)
     partition_log = deps.topics.partition_log(name, index)
     share_partition.move_start(partition_log.log_start_offset)
@@ -348,8 +395,10 @@ def _fetch_response(
     answers: dict[tuple[uuid.UUID, int], _Answer], node_id: int,
 ) -> Any:
     by_topic: dict[uuid.UUID, list[Any]] = {}
-    leader = responses.build(module.LeaderIdAndEpoch, leader_id=node_id, leader_epoch=0)
+    here = responses.build(module.LeaderIdAndEpoch, leader_id=node_id, leader_epoch=0)
     for (topic_id, index), answer in answers.items():
+        leader = here if answer.leader is None else responses.build(
+            module.LeaderIdAndEpoch, leader_id=answer.leader[0], leader_epoch=answer.leader[1])
         by_topic.setdefault(topic_id, []).append(responses.build(
             module.PartitionData,
             partition_index=index,
@@ -395,14 +444,16 @@ async def handle_share_acknowledge(
                        version >= 2, answers)
     if epoch == -1:
         service.close_session(group_id, member_id)
-        await _persist_all(service, group_id)
+        await _persist_all(deps, service, group_id, answers)
     else:
         session = service.sessions.get((group_id, member_id))
         if session is not None:  # else the member expired meanwhile: nothing to advance
             session.epoch = epoch + 1
-    leader = responses.build(module.LeaderIdAndEpoch, leader_id=deps.node_id, leader_epoch=0)
+    here = responses.build(module.LeaderIdAndEpoch, leader_id=deps.node_id, leader_epoch=0)
     by_topic: dict[uuid.UUID, list[Any]] = {}
     for (topic_id, index), answer in answers.items():
+        leader = here if answer.leader is None else responses.build(
+            module.LeaderIdAndEpoch, leader_id=answer.leader[0], leader_epoch=answer.leader[1])
         by_topic.setdefault(topic_id, []).append(responses.build(
             module.PartitionData, partition_index=index,
             error_code=answer.acknowledge_error, current_leader=leader,

@@ -10,7 +10,7 @@ wrapped handler, in the request's order.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -47,6 +47,24 @@ class ShareGroupDeps:
     # True when the id names a classic or consumer group (a share group cannot take it).
     other_group: Callable[[str], bool] = lambda _group_id: False
     authorizer: Authorizer | None = None
+    # Cluster mode: (error, coordinator id) of the group on the asking listener; a share
+    # group's coordinator is its group coordinator (FindCoordinator key_type 0).
+    coordinator: Callable[[str, str], tuple[ErrorCode, int]] | None = None
+    node_id: int = -1
+    # Cluster mode: group configs altered here are sent on to every other live broker
+    # (each keeps them in its data directory); the request as received, its client id.
+    forward_configs: Callable[[Any, int, str], Awaitable[None]] | None = None
+
+
+def _not_coordinator(deps: ShareGroupDeps, context: RequestContext, group_id: str
+                     ) -> ErrorCode | None:
+    """NOT_COORDINATOR (or the lookup's error) when another broker coordinates the group."""
+    if deps.coordinator is None:
+        return None
+    error, node = deps.coordinator(group_id, context.listener_name)
+    if error is not ErrorCode.NONE:
+        return error
+    return None if node == deps.node_id else ErrorCode.NOT_COORDINATOR
 
 
 def _may(deps: ShareGroupDeps, context: RequestContext, op: Any, group_id: str) -> bool:
@@ -76,6 +94,10 @@ async def handle_share_group_heartbeat(
         return _response(ApiKey.SHARE_GROUP_HEARTBEAT, version,
                          error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                          error_message=f"Group {request.group_id} is not a share group.",
+                         member_epoch=0, heartbeat_interval=0)
+    elsewhere = _not_coordinator(deps, context, request.group_id)
+    if elsewhere is not None:
+        return _response(ApiKey.SHARE_GROUP_HEARTBEAT, version, error_code=elsewhere,
                          member_epoch=0, heartbeat_interval=0)
     service = deps.shares()
     answer = service.heartbeat(ShareHeartbeatRequest(
@@ -121,6 +143,11 @@ async def handle_share_group_describe(
             described.append(responses.build(
                 module.DescribedGroup, group_id=group_id,
                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        elsewhere = _not_coordinator(deps, context, group_id)
+        if elsewhere is not None:
+            described.append(responses.build(module.DescribedGroup, group_id=group_id,
+                                              error_code=elsewhere))
             continue
         group = service.coordinator.groups.get(group_id)
         if group is None:
@@ -278,6 +305,13 @@ async def handle_incremental_alter_configs(
         extra.append(responses.build(
             module.AlterConfigsResourceResponse, resource_type=GROUP_RESOURCE,
             resource_name=resource.resource_name, error_code=error, error_message=message))
+    if (deps.forward_configs is not None and not request.validate_only
+            and any(r.error_code == ErrorCode.NONE for r in extra)):
+        altered = {r.resource_name for r in extra if r.error_code == ErrorCode.NONE}
+        await deps.forward_configs(
+            dataclasses.replace(request, resources=tuple(
+                r for r in groups if r.resource_name in altered)),
+            context.header.api_version, context.header.client_id or "")
     return dataclasses.replace(answer, responses=tuple(answer.responses) + tuple(extra))
 
 

@@ -9,6 +9,11 @@ restarts each named share partition at the given offset (within the log: else
 OFFSET_OUT_OF_RANGE), Delete drops the state of every partition of each named topic (a
 tombstone in `__share_group_state`); for them a group unknown as a share group (no members,
 no state) is GROUP_ID_NOT_FOUND.
+
+Cluster mode: served by the group's coordinator (NOT_COORDINATOR elsewhere; clients find it
+with FindCoordinator), which asks the share coordinators for the state
+(ReadShareGroupStateSummary), re-initializes it for Alter (InitializeShareGroupState with a new
+state epoch, fencing the partition's leader) and deletes it for Delete.
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ from typing import Any
 
 from tidelog.broker.handlers.authorization import Op, Type, allowed
 from tidelog.broker.handlers.context import HandlerTable, RequestContext
-from tidelog.broker.handlers.share_common import ShareDeps
-from tidelog.errors import ErrorCode
+from tidelog.broker.handlers.share_common import ShareDeps, not_coordinator
+from tidelog.errors import ErrorCode, KafkaError
 from tidelog.protocol import responses
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.types import TopicPartition
@@ -41,16 +46,26 @@ async def handle_describe(deps: ShareDeps, context: RequestContext, request: Any
                 module.DescribeShareGroupOffsetsResponseGroup, group_id=group_id,
                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=()))
             continue
+        elsewhere = not_coordinator(deps, context.listener_name, group_id)
+        if elsewhere is not None:
+            groups.append(responses.build(
+                module.DescribeShareGroupOffsetsResponseGroup, group_id=group_id,
+                error_code=elsewhere, topics=()))
+            continue
         # An unknown group is answered like a group without state (Kafka 4.3 does too).
         wanted: dict[str, list[int]] = {}
         if group.topics is None:  # every partition with state
-            for topic_id, index in sorted(service.share_partition_keys(group_id)):
+            for topic_id, index in sorted(await service.state_keys(group_id)):
                 info = deps.topics.by_id(topic_id)
                 if info is not None:
                     wanted.setdefault(info.name, []).append(index)
         else:
             for topic in group.topics:
                 wanted.setdefault(topic.topic_name, []).extend(topic.partitions)
+        summaries = await service.summaries(group_id, [
+            (info.topic_id, index) for name, indexes in wanted.items()
+            if (info := deps.topics.get(name)) is not None
+            for index in indexes if 0 <= index < info.partitions])
         topics = []
         for name, indexes in wanted.items():
             info = deps.topics.get(name)
@@ -64,12 +79,10 @@ async def handle_describe(deps: ShareDeps, context: RequestContext, request: Any
                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if refused
                         else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
-                start = service.start_offset(group_id, info.topic_id, index)
+                start, done = summaries[(info.topic_id, index)]
                 lag = -1
                 if start is not None:
-                    high_watermark = deps.replication.high_watermark(TopicPartition(name, index))
-                    done = service.delivery_complete(group_id, info.topic_id, index)
-                    lag = max(0, high_watermark - start - done)
+                    lag = max(0, _high_watermark(deps, name, index) - start - done)
                 partitions.append(responses.build(
                     module.DescribeShareGroupOffsetsResponsePartition, partition_index=index,
                     start_offset=-1 if start is None else start, leader_epoch=0, lag=lag,
@@ -84,11 +97,26 @@ async def handle_describe(deps: ShareDeps, context: RequestContext, request: Any
     return responses.build(cls, throttle_time=0, groups=tuple(groups))
 
 
-def _group_error(deps: ShareDeps, context: RequestContext, group_id: str, op: Any) -> ErrorCode:
+def _high_watermark(deps: ShareDeps, name: str, index: int) -> int:
+    """The partition's high watermark; in a cluster, of the topic's log here (a follower's
+    may trail the leader's by a fetch: the lag is an estimate, as Kafka's)."""
+    try:
+        return deps.replication.high_watermark(TopicPartition(name, index))
+    except KafkaError:  # led by another broker
+        return deps.topics.partition_log(name, index).log_end_offset
+
+
+async def _group_error(deps: ShareDeps, context: RequestContext, group_id: str,
+                       op: Any) -> ErrorCode:
     service = deps.shares()
     if not _may(deps, context, op, Type.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
-    if not service.knows_group(group_id):
+    elsewhere = not_coordinator(deps, context.listener_name, group_id)
+    if elsewhere is not None:
+        return elsewhere
+    if not service.knows_group(group_id) and (
+        service.persister is None or not await service.state_keys(group_id)
+    ):
         return ErrorCode.GROUP_ID_NOT_FOUND
     if not service.is_empty(group_id):
         return ErrorCode.NON_EMPTY_GROUP
@@ -99,7 +127,7 @@ async def handle_alter(deps: ShareDeps, context: RequestContext, request: Any) -
     version = context.header.api_version
     module = responses.response_module(ApiKey.ALTER_SHARE_GROUP_OFFSETS, version)
     cls = responses.response_class(ApiKey.ALTER_SHARE_GROUP_OFFSETS, version)
-    error = _group_error(deps, context, request.group_id, Op.READ)
+    error = await _group_error(deps, context, request.group_id, Op.READ)
     if error is not ErrorCode.NONE:
         return responses.build(cls, throttle_time=0, error_code=error, responses=())
     service = deps.shares()
@@ -135,7 +163,7 @@ async def handle_delete(deps: ShareDeps, context: RequestContext, request: Any) 
     version = context.header.api_version
     module = responses.response_module(ApiKey.DELETE_SHARE_GROUP_OFFSETS, version)
     cls = responses.response_class(ApiKey.DELETE_SHARE_GROUP_OFFSETS, version)
-    error = _group_error(deps, context, request.group_id, Op.DELETE)
+    error = await _group_error(deps, context, request.group_id, Op.DELETE)
     if error is not ErrorCode.NONE:
         return responses.build(cls, throttle_time=0, error_code=error, responses=())
     service = deps.shares()
@@ -148,7 +176,7 @@ async def handle_delete(deps: ShareDeps, context: RequestContext, request: Any) 
         elif not _may(deps, context, Op.READ, Type.TOPIC, info.name):
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         else:
-            for topic_id, index in sorted(service.share_partition_keys(request.group_id)):
+            for topic_id, index in sorted(await service.state_keys(request.group_id)):
                 if topic_id == info.topic_id:
                     await service.forget_partition(request.group_id, topic_id, index)
         topics.append(responses.build(

@@ -17,6 +17,13 @@ Runs on the event loop; must not block beyond short page-cache appends and reads
   WriteShareGroupState goes to the share coordinator, which appends the same records).
   At start the topic is replayed: the latest snapshot of each key, then the update after it.
 - Share sessions: (group, member) -> epoch and partitions (Kafka's ShareSessionCache).
+- Cluster mode (`broker.replication` set): the share coordinator is the leader of the key's
+  `__share_group_state` partition (`state_coordinator.py`); this broker's share partitions
+  are those of partitions it leads, read from the share coordinator at their first use
+  (`load`, with the partition's leader epoch, which fences the previous leader) and written
+  through it (`persister.py`, WriteShareGroupState) before each answer. A failed write drops
+  the share partition (read again at its next use) and fails the request's partition; a
+  leadership change of the partition drops it too. Dead-letter copies: single node only.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from tidelog.broker import clock
 from tidelog.broker.internal_topics import SHARE_GROUP_STATE_TOPIC
@@ -35,6 +42,8 @@ from tidelog.broker.share.dead_letter import TOPIC_CONFIG as DEAD_LETTER_TOPIC_C
 from tidelog.broker.share.dead_letter import copy_dead_letters
 from tidelog.broker.share.filtering import TIDELOG_GROUP_CONFIGS
 from tidelog.broker.share.metrics import ShareCollector
+from tidelog.broker.share.persister import StatePersister
+from tidelog.broker.share.state_coordinator import ShareStateCoordinator
 from tidelog.coordinator.share_group import (
     ShareGroupCoordinator,
     ShareHeartbeatRequest,
@@ -61,12 +70,15 @@ from tidelog.storage.log_scan import iter_batches_from
 from tidelog.types import TopicPartition
 
 if TYPE_CHECKING:
+    from tidelog.broker.replication.replica_manager import Replication
     from tidelog.broker.state import Broker
 
 log = logging.getLogger("tidelog.broker.share")
 SNAPSHOT_EVERY = 500  # share.coordinator.snapshot.update.records.per.snapshot (Kafka: 500)
 MAX_SESSIONS = 1000  # Kafka's share sessions per broker bound (max.share.session.cache.size)
 CONFIGS_FILE = "share-group-configs.json"
+MAX_SUMMARY_PARTITIONS = 10_000  # partitions a cluster's offsets admin asks about per group
+SUMMARY_CONCURRENCY = 16
 
 # Group configs (IncrementalAlterConfigs on GROUP resources) Tidelog knows, with their checks.
 GROUP_CONFIG_NAMES = (
@@ -107,8 +119,20 @@ class ShareService:
         # Share partitions restored with ARCHIVING records: their copies may exist already.
         self._recheck: set[tuple[str, uuid.UUID, int]] = set()
         self._timer: asyncio.TimerHandle | None = None
-        self._ensure_topic()
-        self._load_state()
+        # Cluster mode: the share coordinator here, and the way to it from share partitions.
+        self.state_coordinator: ShareStateCoordinator | None = None
+        self.persister: StatePersister | None = None
+        self._epochs: dict[tuple[str, uuid.UUID, int], tuple[int, int]] = {}  # state, leader
+        self._loads: dict[tuple[str, uuid.UUID, int], asyncio.Lock] = {}
+        replication = cast("Replication | None", broker.replication)
+        if replication is not None:
+            self.state_coordinator = ShareStateCoordinator(broker, replication)
+            self.persister = StatePersister(replication, self.state_coordinator,
+                                            config.node_id)
+            replication.role_listeners.append(self._on_role)
+        else:
+            self._ensure_topic()
+            self._load_state()
         registry = getattr(broker.metrics, "registry", None)
         if registry is not None:  # metrics on: share metrics at scrape time
             registry.register(ShareCollector(lambda: self.partitions, self._topic_name))
@@ -280,6 +304,48 @@ class ShareService:
         self.partitions[key] = share_partition
         return share_partition
 
+    # ------------------------------------------------------------------ cluster mode
+    def _on_role(self, tp: TopicPartition, _is_leader: bool) -> None:
+        """Leadership of a partition gained or lost here: its share partitions go (a new
+        leader reads them from the share coordinator at their next use)."""
+        info = self.broker.topics.get(tp.topic)
+        if info is None or info.internal:
+            return
+        for key in {k for k in (*self.partitions, *self._restored, *self._epochs)
+                    if k[1] == info.topic_id and k[2] == tp.partition}:
+            self._drop(key)
+
+    def _drop(self, key: tuple[str, uuid.UUID, int]) -> None:
+        self.partitions.pop(key, None)
+        self._restored.pop(key, None)
+        self._epochs.pop(key, None)
+        name = self._topic_name(key[1])
+        if name is not None:  # parked fetches look again (and find the partition gone)
+            self.broker.append_waiters.notify(TopicPartition(name, key[2]))
+
+    async def load(self, group_id: str, topic: str, topic_id: uuid.UUID, partition: int) -> None:
+        """Cluster mode: before a share partition's first use here, its state from the share
+        coordinator (ReadShareGroupState with this leader's epoch). Raises KafkaError."""
+        persister = self.persister
+        key = (group_id, topic_id, partition)
+        if persister is None or key in self.partitions or key in self._epochs:
+            return
+        lock = self._loads.setdefault(key, asyncio.Lock())
+        async with lock:
+            if key in self.partitions or key in self._epochs:
+                return
+            replication = cast("Replication", self.broker.replication)
+            leader_epoch = replication.leader_epoch(TopicPartition(topic, partition))
+            try:
+                found = await persister.read(key, leader_epoch)
+            finally:
+                self._loads.pop(key, None)
+            self._epochs[key] = (found.state_epoch, leader_epoch)
+            if found.start_offset >= 0:
+                self._restored[key] = (found.start_offset, [
+                    StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                    for b in found.batches])
+
     # ------------------------------------------------------------------ share-group offsets
     def knows_group(self, group_id: str) -> bool:
         """A share group with members, or with share-partition state (live or persisted)."""
@@ -310,18 +376,59 @@ class ShareService:
     def share_partition_keys(self, group_id: str) -> set[tuple[uuid.UUID, int]]:
         return {(k[1], k[2]) for k in (*self.partitions, *self._restored) if k[0] == group_id}
 
+    async def state_keys(self, group_id: str) -> set[tuple[uuid.UUID, int]]:
+        """The share partitions with state: in a cluster, asked of the share coordinators for
+        every partition of every topic (at most MAX_SUMMARY_PARTITIONS, concurrently)."""
+        if self.persister is None:
+            return self.share_partition_keys(group_id)
+        wanted = [(info.topic_id, index) for info in self.broker.topics.all()
+                  if not info.internal for index in range(info.partitions)]
+        found = await self.summaries(group_id, wanted[:MAX_SUMMARY_PARTITIONS])
+        return {key for key, (start, _) in found.items() if start is not None}
+
+    async def summaries(self, group_id: str, keys: list[tuple[uuid.UUID, int]]
+                        ) -> dict[tuple[uuid.UUID, int], tuple[int | None, int]]:
+        """(SPSO or None without state, offsets past it acknowledged or archived) per
+        share partition: here on a single node, from the share coordinator in a cluster
+        (Kafka's ReadShareGroupStateSummary)."""
+        persister = self.persister
+        if persister is None:
+            return {(t, p): (self.start_offset(group_id, t, p),
+                             self.delivery_complete(group_id, t, p)) for t, p in keys}
+        limit = asyncio.Semaphore(SUMMARY_CONCURRENCY)
+
+        async def one(key: tuple[uuid.UUID, int]) -> tuple[int | None, int]:
+            async with limit:
+                found = await persister.read((group_id, *key), -1)
+            if found.start_offset < 0:
+                return None, 0
+            return found.start_offset, sum(b.last_offset - b.first_offset + 1
+                                           for b in found.batches if b.delivery_state in (2, 4))
+
+        answers = await asyncio.gather(*(one(key) for key in keys))
+        return dict(zip(keys, answers, strict=True))
+
     async def reset_start(
         self, group_id: str, topic: str, topic_id: uuid.UUID, partition: int, offset: int
     ) -> None:
         """AlterShareGroupOffsets: the share partition starts over at `offset` (an empty
         group: nothing in flight is owned), written as a snapshot."""
         key = (group_id, topic_id, partition)
+        if self.persister is not None:  # a new state epoch fences the partition's leader
+            state_epoch = max(self._epochs.get(key, (0, -1))[0], await self._state_epoch(key))
+            self._drop(key)
+            await self.persister.initialize(key, state_epoch + 1, offset)
+            return
         self._restored.pop(key, None)
         fresh = SharePartition(offset, self.settings(group_id))
         fresh.start_moved = True
         self.partitions[key] = fresh
         self._persisted.setdefault(key, _Persisted()).updates = SNAPSHOT_EVERY  # a snapshot
         await self._write_state(group_id, topic_id, partition)
+
+    async def _state_epoch(self, key: tuple[str, uuid.UUID, int]) -> int:
+        assert self.persister is not None
+        return (await self.persister.read(key, -1)).state_epoch
 
     async def forget_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
         """DeleteShareGroupOffsets: the share partition's state goes (a tombstone)."""
@@ -394,6 +501,9 @@ class ShareService:
         name = self.group_configs.get(group_id, {}).get(DEAD_LETTER_TOPIC_CONFIG)
         if info is None:
             return
+        if self.persister is not None and name:  # a cluster's DLQ partition may be elsewhere
+            log.warning("share group %s: dead-letter copies are single-node only", group_id)
+            name = None
         key = (group_id, topic_id, partition)
         copied = copy_dead_letters(
             self.broker, group_id, info.name, partition, share_partition, name or "",
@@ -410,6 +520,17 @@ class ShareService:
             return
         dirty, moved = share_partition.drain_dirty()
         if not dirty and not moved:
+            return
+        if self.persister is not None:
+            state_epoch, leader_epoch = self._epochs.get(key, (0, -1))
+            try:
+                await self.persister.write(
+                    key, state_epoch, leader_epoch, share_partition.start_offset,
+                    _persisted_batches(share_partition.state_batches(dirty)))
+            except KafkaError:
+                if self.partitions.get(key) is share_partition:
+                    self._drop(key)  # read again from the share coordinator at next use
+                raise
             return
         persisted = self._persisted.setdefault(key, _Persisted())
         record_key = SharePartitionKey(group_id, topic_id, partition)
@@ -435,6 +556,9 @@ class ShareService:
         await self._append([record], now_ms)
 
     async def forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        if self.persister is not None:
+            await self.persister.delete((group_id, topic_id, partition))
+            return
         record = ShareStateRecord(SharePartitionKey(group_id, topic_id, partition), None)
         await self._append([record], clock.now_ms())
 
@@ -451,6 +575,10 @@ class ShareService:
             await self.broker.wait_durable(partition_log, appended.last_offset + 1)
 
     def close(self) -> None:
+        if self.persister is not None:
+            self.persister.close()
+        if self.state_coordinator is not None:
+            self.state_coordinator.close()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
