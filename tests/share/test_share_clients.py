@@ -267,6 +267,33 @@ def test_hostile_share_requests_get_kafka_errors_and_change_nothing(
         assert _acknowledge(client, "g-hostile", "m1", epoch + 1, topic_id, ((0, 9, (1,)),)) == 0
 
 
+def test_a_groups_session_timeout_overrides_the_brokers(share_broker: BrokerProcess) -> None:
+    """`share.session.timeout.ms` set on a group wins over the broker's
+    `group.share.session.timeout.ms` (6 s here), as in Kafka: a silent member of a group with
+    30 s is still there after 8 s, one of a group with 1 s is gone."""
+    bootstrap = share_broker.bootstrap
+    create_topic(bootstrap, "session-t", 1)
+    set_group_configs(bootstrap, "g-long", share_session_timeout_ms="30000")
+    set_group_configs(bootstrap, "g-short", share_session_timeout_ms="1000")
+    describe = request_module(ApiKey.SHARE_GROUP_DESCRIBE, 1)
+    with RawClient(bootstrap) as client:
+        _heartbeat(client, "g-long", "m-long", "session-t")
+        _heartbeat(client, "g-short", "m-short", "session-t")
+        silent_since = time.monotonic()
+
+        def members() -> dict[str, list[str]]:
+            groups = client.call(ApiKey.SHARE_GROUP_DESCRIBE, 1, describe.ShareGroupDescribeRequest(
+                group_ids=("g-long", "g-short"), include_authorized_operations=False)).groups
+            return {g.group_id: [m.member_id for m in g.members] for g in groups}
+
+        wait_for(lambda: members()["g-short"] == [], "the 1 s group's member to expire")
+        while time.monotonic() - silent_since < 8.0:  # past the broker's 6 s
+            time.sleep(0.5)
+        current = members()
+        assert time.monotonic() - silent_since < 30.0, "too slow to tell"
+        assert current["g-long"] == ["m-long"], current
+
+
 def test_share_groups_in_admin_apis_and_group_configs(share_broker: BrokerProcess) -> None:
     bootstrap = share_broker.bootstrap
     create_topic(bootstrap, "admin-t", 1)

@@ -183,9 +183,11 @@ class ShareGroupCoordinator:
 
     # ------------------------------------------------------------------ operations
     def heartbeat(
-        self, request: ShareHeartbeatRequest, topics: Mapping[str, int], now_ms: int
+        self, request: ShareHeartbeatRequest, topics: Mapping[str, int], now_ms: int,
+        session_timeout_ms: int | None = None,
     ) -> ShareResult:
-        """`topics`: every existing topic and its partition count."""
+        """`topics`: every existing topic and its partition count. `session_timeout_ms`: the
+        group's own `share.session.timeout.ms` when it has one (else the broker's)."""
         if not request.member_id:
             return self._refuse(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
         group = self.groups.get(request.group_id)
@@ -239,7 +241,8 @@ class ShareGroupCoordinator:
             send = True
         else:
             send = False
-        self.deadlines[(group.group_id, request.member_id)] = now_ms + self.session_timeout_ms
+        timeout_ms = self.session_timeout_ms if session_timeout_ms is None else session_timeout_ms
+        self.deadlines[(group.group_id, request.member_id)] = now_ms + timeout_ms
         return ShareResult(records, ShareHeartbeatResponse(
             ErrorCode.NONE, request.member_id, member.member_epoch,
             member.assignment if send else None,

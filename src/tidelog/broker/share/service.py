@@ -189,10 +189,18 @@ class ShareService:
         return int(overrides.get("share.heartbeat.interval.ms",
                                  self.broker.config.group_share_heartbeat_interval_ms))
 
+    def session_timeout_ms(self, group_id: str) -> int:
+        """The group's `share.session.timeout.ms`, else the broker's
+        `group.share.session.timeout.ms` (Kafka's group config overrides the broker's)."""
+        overrides = self.group_configs.get(group_id, {})
+        return int(overrides.get("share.session.timeout.ms",
+                                 self.broker.config.group_share_session_timeout_ms))
+
     # ------------------------------------------------------------------ membership
     def heartbeat(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResponse:
         now_ms = clock.now_ms()
-        result = self.coordinator.heartbeat(request, self._topic_sizes(), now_ms)
+        result = self.coordinator.heartbeat(request, self._topic_sizes(), now_ms,
+                                            self.session_timeout_ms(request.group_id))
         # A member leaving (epoch -1) keeps its share session: clients send their last
         # acknowledgements and the session's close (epoch -1) around the same time, in
         # either order; the close, or the locks' expiry, releases what it still holds.
