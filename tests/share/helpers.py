@@ -29,6 +29,7 @@ SHARE_SETTINGS = {
     "group.share.min.record.lock.duration.ms": "1000",
     "group.share.heartbeat.interval.ms": "500",
     "group.share.session.timeout.ms": "6000",
+    "group.share.min.session.timeout.ms": "1000",  # room for a group's own (Kafka's: 45 s)
     "errors.deadletterqueue.auto.create.topics.enable": "true",
 }
 

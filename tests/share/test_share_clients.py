@@ -275,6 +275,10 @@ def test_a_groups_session_timeout_overrides_the_brokers(share_broker: BrokerProc
     create_topic(bootstrap, "session-t", 1)
     set_group_configs(bootstrap, "g-long", share_session_timeout_ms="30000")
     set_group_configs(bootstrap, "g-short", share_session_timeout_ms="1000")
+    for value, words in (("70000", "less than or equal to group.share.max.session.timeout.ms"),
+                         ("999", "greater than or equal to group.share.min.session.timeout.ms")):
+        with pytest.raises(KafkaException, match=words):  # Kafka's GroupConfig words
+            set_group_configs(bootstrap, "g-long", share_session_timeout_ms=value)
     describe = request_module(ApiKey.SHARE_GROUP_DESCRIBE, 1)
     with RawClient(bootstrap) as client:
         _heartbeat(client, "g-long", "m-long", "session-t")

@@ -91,6 +91,11 @@ class BrokerConfig:
     group_share_partition_max_record_locks: int = 2000  # group.share.partition.max.record.locks
     group_share_heartbeat_interval_ms: int = 5000  # group.share.heartbeat.interval.ms
     group_share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    # bounds of the group configs share.session.timeout.ms / share.heartbeat.interval.ms
+    group_share_min_session_timeout_ms: int = 45_000
+    group_share_max_session_timeout_ms: int = 60_000
+    group_share_min_heartbeat_interval_ms: int = 5000
+    group_share_max_heartbeat_interval_ms: int = 15_000
     # KIP-1191 dead-letter topics of share groups.
     errors_deadletterqueue_topic_name_prefix: str = "dlq."
     errors_deadletterqueue_auto_create_topics_enable: bool = False
@@ -217,6 +222,14 @@ _BROKER_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     ),
     "group.share.heartbeat.interval.ms": ("group_share_heartbeat_interval_ms", _parse_int),
     "group.share.session.timeout.ms": ("group_share_session_timeout_ms", _parse_int),
+    "group.share.min.session.timeout.ms": ("group_share_min_session_timeout_ms", _parse_int),
+    "group.share.max.session.timeout.ms": ("group_share_max_session_timeout_ms", _parse_int),
+    "group.share.min.heartbeat.interval.ms": (
+        "group_share_min_heartbeat_interval_ms", _parse_int
+    ),
+    "group.share.max.heartbeat.interval.ms": (
+        "group_share_max_heartbeat_interval_ms", _parse_int
+    ),
     "errors.deadletterqueue.topic.name.prefix": (
         "errors_deadletterqueue_topic_name_prefix", _parse_str
     ),

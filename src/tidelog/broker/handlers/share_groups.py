@@ -252,12 +252,29 @@ def _check_group_config(service: ShareService, name: str, value: str | None) -> 
         number = int(value)
     except ValueError:
         return f"Invalid value {value} for configuration {name}: Not a number of type INT"
+    # Kafka's GroupConfig: the session timeout and heartbeat interval within the broker's
+    # group.share.min/max.* bounds, with its words.
+    limits = {
+        "share.session.timeout.ms": (
+            ("group.share.min.session.timeout.ms", config.group_share_min_session_timeout_ms),
+            ("group.share.max.session.timeout.ms", config.group_share_max_session_timeout_ms)),
+        "share.heartbeat.interval.ms": (
+            ("group.share.min.heartbeat.interval.ms",
+             config.group_share_min_heartbeat_interval_ms),
+            ("group.share.max.heartbeat.interval.ms",
+             config.group_share_max_heartbeat_interval_ms)),
+    }.get(name)
+    if limits is not None:
+        (low_name, low), (high_name, high) = limits
+        if number < low:
+            return f"{name} must be greater than or equal to {low_name}"
+        if number > high:
+            return f"{name} must be less than or equal to {high_name}"
+        return None
     bounds = {
         "share.record.lock.duration.ms": (config.group_share_min_record_lock_duration_ms,
                                           config.group_share_max_record_lock_duration_ms),
         "share.delivery.count.limit": (2, 10),
-        "share.session.timeout.ms": (1, 2**31 - 1),
-        "share.heartbeat.interval.ms": (1, 2**31 - 1),
     }[name]
     if not bounds[0] <= number <= bounds[1]:
         return f"{name} must be between {bounds[0]} and {bounds[1]}"
