@@ -381,11 +381,13 @@ def test_transaction_version_2_protocol(broker_factory: BrokerFactory) -> None:
             answer = client.call(ApiKey.API_VERSIONS, version, request_module(
                 ApiKey.API_VERSIONS, version).ApiVersionsRequest(
                 client_software_name="t", client_software_version="1"))
-            assert [(f.name, f.min_version_level, f.max_version_level)
-                    for f in answer.finalized_features] == [("transaction.version", 2, 2)]
+            assert sorted((f.name, f.min_version_level, f.max_version_level)
+                          for f in answer.finalized_features) == [
+                ("share.version", 1, 1), ("transaction.version", 2, 2)]
             assert answer.finalized_features_epoch >= 0
-            assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features
-                    ] == ([("transaction.version", 0, 2)] if version == 4 else [])
+            assert sorted((f.name, f.min_version, f.max_version)
+                          for f in answer.supported_features) == (
+                [("share.version", 0, 1), ("transaction.version", 0, 2)] if version == 4 else [])
         ready = init(client, "raw-tv2", version=5)
         pid, epoch = ready.producer_id, ready.producer_epoch
         written = produce_txn(client, "raw-tv2", "raw-tv2", pid, epoch, 0, [b"one"], version=12)

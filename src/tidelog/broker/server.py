@@ -108,7 +108,8 @@ def handler_table(broker: Broker, replication: Replication | None = None) -> Han
         )
     table: HandlerTable = {}
     table |= api_versions.handlers(  # reads the finished table per request
-        table, api_versions.SINGLE_NODE_FEATURES if replication is None else None
+        table,
+        api_versions.SINGLE_NODE_FEATURES if replication is None else api_versions.CLUSTER_FEATURES,
     )
     table |= metadata.handlers(metadata.MetadataDeps(config, broker.identity, topics, authorizer))
     table |= produce.handlers(

@@ -88,7 +88,8 @@ class ShareGroupCalls(ClusterClients):
         # Kafka keeps advertising the share APIs when share groups are off: its finalized
         # features tell (isShareGroupsEnabled: share.version 1 or more; a feature at level 0
         # is left out of the list; ApiVersions v3 lists only metadata.version as supported).
-        # A broker that finalizes no features at all (Tidelog) is judged by its APIs alone.
+        # A broker that finalizes no features at all is judged by its APIs alone (Tidelog
+        # finalizes share.version 1, as Kafka with share groups on).
         finalized = {f.name: int(f.max_version_level) for f in answer.finalized_features}
         if not missing and finalized and finalized.get(SHARE_FEATURE, 0) < 1:
             return (f"This cluster has share groups (KIP-932) switched off: its feature "

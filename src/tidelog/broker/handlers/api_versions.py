@@ -7,9 +7,9 @@ pattern (ApiVersionsRequest.isValid), else INVALID_REQUEST with no keys.
 
 Features (v3+, KIP-584): a single node finalizes `transaction.version` 2, as Kafka 4 does, so
 clients that know KIP-890 part 2 (Kafka's Java client 4.x) bump the epoch per transaction and
-let Produce v12 / TxnOffsetCommit v5 add partitions. A cluster advertises no features: its
-partition leaders do not call a remote transaction coordinator to add partitions, so its
-clients keep transaction version 1 (explicit AddPartitionsToTxn).
+let Produce v12 / TxnOffsetCommit v5 add partitions. A cluster does not: its partition leaders
+do not call a remote transaction coordinator to add partitions, so its clients keep
+transaction version 1 (explicit AddPartitionsToTxn). Both finalize `share.version` 1.
 """
 
 from __future__ import annotations
@@ -48,8 +48,12 @@ def _valid(request: Any, version: int) -> bool:
     )
 
 
-# name -> (min supported, max supported, finalized level)
-SINGLE_NODE_FEATURES: Mapping[str, tuple[int, int, int]] = {"transaction.version": (0, 2, 2)}
+# name -> (min supported, max supported, finalized level). `share.version` 1: share groups
+# are on (Kafka's isShareGroupsEnabled; tools and consoles read it, since Kafka advertises the
+# share APIs even when they are off), on a single node and in a cluster alike.
+CLUSTER_FEATURES: Mapping[str, tuple[int, int, int]] = {"share.version": (0, 1, 1)}
+SINGLE_NODE_FEATURES: Mapping[str, tuple[int, int, int]] = {
+    **CLUSTER_FEATURES, "transaction.version": (0, 2, 2)}
 
 
 async def handle_api_versions(
