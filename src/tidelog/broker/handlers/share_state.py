@@ -64,6 +64,16 @@ async def _each(
     return results
 
 
+def _by_topic(api_key: int, version: int, result_class: Any,
+              results: dict[uuid.UUID, list[Any]]) -> Any:
+    """The response: one result per topic id holding its partitions' answers."""
+    return responses.build(
+        responses.response_class(api_key, version),
+        results=tuple(responses.build(result_class, topic_id=topic_id, partitions=tuple(parts))
+                      for topic_id, parts in results.items()),
+    )
+
+
 async def handle_write(deps: ShareStateDeps, context: RequestContext, request: Any) -> Any:
     version = context.header.api_version
     module = responses.response_module(ApiKey.WRITE_SHARE_GROUP_STATE, version)
@@ -95,12 +105,7 @@ async def handle_write(deps: ShareStateDeps, context: RequestContext, request: A
                                error_code=code, error_message=None)
 
     results = await _each(deps, context, request, answer)
-    return responses.build(
-        responses.response_class(ApiKey.WRITE_SHARE_GROUP_STATE, version),
-        results=tuple(responses.build(module.WriteStateResult, topic_id=topic_id,
-                                      partitions=tuple(parts))
-                      for topic_id, parts in results.items()),
-    )
+    return _by_topic(ApiKey.WRITE_SHARE_GROUP_STATE, version, module.WriteStateResult, results)
 
 
 async def _read(deps: ShareStateDeps, context: RequestContext, request: Any,
@@ -137,12 +142,7 @@ async def handle_read(deps: ShareStateDeps, context: RequestContext, request: An
         )
 
     results = await _each(deps, context, request, answer)
-    return responses.build(
-        responses.response_class(ApiKey.READ_SHARE_GROUP_STATE, version),
-        results=tuple(responses.build(module.ReadStateResult, topic_id=topic_id,
-                                      partitions=tuple(parts))
-                      for topic_id, parts in results.items()),
-    )
+    return _by_topic(ApiKey.READ_SHARE_GROUP_STATE, version, module.ReadStateResult, results)
 
 
 async def handle_read_summary(deps: ShareStateDeps, context: RequestContext,
@@ -168,12 +168,8 @@ async def handle_read_summary(deps: ShareStateDeps, context: RequestContext,
         return responses.build(module.PartitionResult, **fields)
 
     results = await _each(deps, context, request, answer)
-    return responses.build(
-        responses.response_class(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, version),
-        results=tuple(responses.build(module.ReadStateSummaryResult, topic_id=topic_id,
-                                      partitions=tuple(parts))
-                      for topic_id, parts in results.items()),
-    )
+    return _by_topic(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, version,
+                     module.ReadStateSummaryResult, results)
 
 
 async def handle_initialize(deps: ShareStateDeps, context: RequestContext,
@@ -201,12 +197,8 @@ async def handle_initialize(deps: ShareStateDeps, context: RequestContext,
                                error_code=code, error_message=None)
 
     results = await _each(deps, context, request, answer)
-    return responses.build(
-        responses.response_class(ApiKey.INITIALIZE_SHARE_GROUP_STATE, version),
-        results=tuple(responses.build(module.InitializeStateResult, topic_id=topic_id,
-                                      partitions=tuple(parts))
-                      for topic_id, parts in results.items()),
-    )
+    return _by_topic(ApiKey.INITIALIZE_SHARE_GROUP_STATE, version,
+                     module.InitializeStateResult, results)
 
 
 async def handle_delete(deps: ShareStateDeps, context: RequestContext, request: Any) -> Any:
@@ -232,12 +224,7 @@ async def handle_delete(deps: ShareStateDeps, context: RequestContext, request: 
                                error_code=code, error_message=None)
 
     results = await _each(deps, context, request, answer)
-    return responses.build(
-        responses.response_class(ApiKey.DELETE_SHARE_GROUP_STATE, version),
-        results=tuple(responses.build(module.DeleteStateResult, topic_id=topic_id,
-                                      partitions=tuple(parts))
-                      for topic_id, parts in results.items()),
-    )
+    return _by_topic(ApiKey.DELETE_SHARE_GROUP_STATE, version, module.DeleteStateResult, results)
 
 
 def handlers(deps: ShareStateDeps) -> HandlerTable:
